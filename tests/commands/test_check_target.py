@@ -149,3 +149,18 @@ def test_the_terminal_check_of_an_older_minor_is_a_usage_error(on_the_sim: Path)
         "upgrade-bot: the cluster is on v1.24.17-eks-10df0b3 already: --to 1.20 is an older minor "
         "(check 1.24, the minor it is on, or a newer one)\n"
     )
+
+
+def test_an_unreachable_cluster_is_one_line_in_the_terminal_without_urllib3_s_words(config: Path) -> None:
+    result = subprocess.run(
+        [*bot_command(), "check", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "UPGRADE_BOT_"))},
+        timeout=60,
+    )
+    assert result.returncode == 1, result.stderr
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(
+        "upgrade-bot: cluster prod (context dead-ctx) refused the connection at http://127.0.0.1:"
+    )

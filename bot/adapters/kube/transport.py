@@ -154,7 +154,9 @@ class Transport:
         except _kubernetes().ApiException as exc:
             raise self._api_error(exc, method, path) from exc
         except (urllib3.exceptions.HTTPError, OSError) as exc:
-            log.warning("cluster %s unreachable at %s: %s", self.name, self.server, exc)
+            # The error below says what happened in words; urllib3's "HTTPConnectionPool … Max
+            # retries exceeded …" is for whoever debugs (the caller logs the error with its cause).
+            log.debug("cluster %s unreachable at %s: %s", self.name, self.server, exc)
             raise ClusterUnreachable(
                 f"cluster {self.describe()} {_what_happened(exc, self.timeout, read)} at {self.server}",
                 cluster=self.name,
