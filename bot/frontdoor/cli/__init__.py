@@ -46,7 +46,7 @@ from functools import cache
 from typing import Protocol, cast
 
 from bot import __version__
-from bot.frontdoor.cli.options import EXIT_STATUSES, Handler, Subparsers
+from bot.frontdoor.cli.options import EXIT_STATUSES, Handler, Subparsers, end_quietly, stdout_reader_gone
 
 #: The verbs, in `--help`'s order: the name (also its module's) → the line `--help` shows for it.
 #: A verb's own `register` gives its parser the same line (tests/frontdoor/test_cli_verbs.py).
@@ -93,6 +93,19 @@ class OwnParser(Protocol):
 def main(argv: Sequence[str] | None = None) -> int:
     _exit_without_collecting()
     argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        status = _dispatch(argv)
+        # What is still buffered is written here, where a reader that went away can be told from
+        # a failure, rather than at the interpreter's exit ("Exception ignored … BrokenPipeError").
+        sys.stdout.flush()
+    except BrokenPipeError:
+        if not stdout_reader_gone():
+            raise
+        return end_quietly()
+    return status
+
+
+def _dispatch(argv: list[str]) -> int:
     for words, module in OWN_PARSERS.items():
         if argv[: len(words)] == list(words):
             return cast(OwnParser, _module(module)).main(argv[len(words) :])

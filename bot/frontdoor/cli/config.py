@@ -18,7 +18,7 @@ from pathlib import Path
 
 from bot.errors import BotError, ConfigError, UsageError
 from bot.frontdoor.cli.connect import kubeconfig_context
-from bot.frontdoor.cli.options import EXIT_FAILED, EXIT_USAGE, Handler, refused
+from bot.frontdoor.cli.options import EXIT_FAILED, EXIT_USAGE, Handler, refused, stdout_reader_gone
 from bot.logsetup import configure_logging
 from bot.settings import (
     CONFIG_ENV,
@@ -55,6 +55,8 @@ def configured(
                 log.debug("failed", exc_info=True)
             return refused(exc)
         except OSError as exc:
+            if isinstance(exc, BrokenPipeError) and stdout_reader_gone():
+                raise  # not a connection: `main` ends the command quietly
             if exc.filename is None:
                 # A connection (Slack's Socket Mode, a URL), not a file: "could not do it", with why.
                 log.debug("failed", exc_info=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import select
 import sys
 from collections.abc import Callable
 from typing import TypeAlias
@@ -35,7 +36,11 @@ exit status (the same for every command):
      an invalid plan, rules or templates file
   3  done, and found something: check (Required findings), diff (regressions), rehearse (completed
      with failed steps skipped or steps not all done, or paused)
+  141  the output's reader went away before all of it was written (`| head`), as a shell says of
+     a command a SIGPIPE ended; nothing more is printed
 """
+#: 128 + SIGPIPE: what a shell reports for a command whose output's reader went away.
+EXIT_PIPE = 141
 
 #: The levels `--log-level` takes.
 LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"]
@@ -147,6 +152,28 @@ def dead_letter_verb(
 def terminal_user() -> str:
     """Who is at the terminal, as the audit log and a snapshot's `taken_by` name them."""
     return f"terminal:{os.environ.get('USER', 'unknown')}"
+
+
+def stdout_reader_gone() -> bool:
+    """Is stdout a pipe whose reader has gone (`| head -1` read its line and closed it)? poll()
+    says POLLERR of such a pipe's end; a BrokenPipeError of a socket (Slack, a cluster, the
+    database) is a connection's failure, not this."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def end_quietly() -> int:
+    """End a command whose output's reader went away as other commands do, without a word (the
+    Python documentation's "Note on SIGPIPE"): stdout goes to /dev/null, so the interpreter's
+    last flush does not fail again at exit; the status is EXIT_PIPE."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_PIPE
 
 
 def refused(exc: BotError) -> int:
