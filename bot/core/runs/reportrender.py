@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
@@ -26,7 +27,7 @@ from bot.core.evidence.view import (
     sparkline,
 )
 from bot.core.markdown import md_text
-from bot.core.rendering import Renderer
+from bot.core.rendering import Renderer, inert
 from bot.core.runs.reportevents import text_of
 from bot.core.runs.reportmodel import FORMATS, Report, utc_stamp, workload_words
 from bot.errors import UserError
@@ -343,6 +344,16 @@ def _approved(steps: dict[str, list[str]]) -> str:
 _STOPPED = {"aborted": "Why it was aborted", "paused": "Why it is paused"}
 
 
+#: A `code` span in the bot's words (a step id, a query, a command): `<code>` in the HTML report.
+_CODE = re.compile(r"`([^`\n]+)`")
+
+
+def code_spans(text: object) -> Markup:
+    """`text` as HTML: escaped, its `code` spans set as code, as the Markdown report and Slack
+    show them (the backticks were printed as they are)."""
+    return Markup(_CODE.sub(r"<code>\1</code>", str(inert(text))))
+
+
 def to_html(report: Report, charts: Mapping[str, bytes] | None) -> str:
     """One self-contained HTML file: the charts inline (base64 PNG), no network, prints well.
     `charts` None: this install draws none (no matplotlib); the file says so, the tables stay."""
@@ -376,6 +387,7 @@ def to_html(report: Report, charts: Mapping[str, bytes] | None) -> str:
             "dt": utc_stamp,
             # A row's detail without the plan's local time: its time is said once, in UTC.
             "detail": text_of,
+            "code": code_spans,
             "who": report.who,
             "vote_words": vote_words,
             "evidence": evidence_panel(report),

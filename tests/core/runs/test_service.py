@@ -284,6 +284,10 @@ def test_the_report_says_the_work_past_the_window_once_each_step_once_with_its_t
     assert late == ["worked past the window's end (2026-11-29 02:00 Asia/Tokyo): `first` (02:05–02:09)"]
     markdown = to_markdown(report)
     assert markdown.count("worked past the window") == 1, markdown
+    # The HTML sets the step's id as code, as the Markdown and Slack show it, not in backticks.
+    html = to_html(report, charts=None)
+    assert "Asia/Tokyo): <code>first</code> (02:05–02:09)</li>" in html
+    assert "`first`" not in html
 
 
 def test_a_paused_run_past_its_window_is_told_so_counted_as_its_card_and_reported_without_work(
