@@ -11,7 +11,7 @@ from bot.core.checks.service import check_target
 from bot.core.checks.waivers import active_waivers
 from bot.core.clusters import group_labels, pick_cluster
 from bot.core.command import Args, CommandContext, CommandParser, FileAttachment, Registry, Reply, file_name
-from bot.core.jobs.preflight import check_plan, order_warnings, step_version_warnings
+from bot.core.jobs.preflight import check_plan, order_warnings, sdk_warnings, step_version_warnings
 from bot.core.people import ANY_ROLE
 from bot.core.rules import load_rules
 from bot.core.runs.draft import STYLES, draft_inputs, draft_plan, gather_facts, summarise
@@ -147,8 +147,9 @@ def run(ctx: CommandContext, args: Args) -> Reply:
 
 def _load_warnings(ctx: CommandContext, plan: Plan) -> list[str]:
     """What `plan load` warns of: the plan's cluster actions checked against its cluster now (it may
-    change), the node groups' order, steps' versions against the plan's, a window read in UTC
-    by a team in another zone, and a window that is not what it seems (`window_warnings`)."""
+    change), the node groups' order, steps' versions against the plan's, cloud actions whose SDK
+    this bot lacks (they would fail at their step, after its gate), a window read in UTC by a team
+    in another zone, and a window that is not what it seems (`window_warnings`)."""
     return (
         check_plan(
             plan,
@@ -161,6 +162,7 @@ def _load_warnings(ctx: CommandContext, plan: Plan) -> list[str]:
         )
         + order_warnings(plan, ctx.settings.node_group_order)
         + step_version_warnings(plan)
+        + sdk_warnings(plan)
         + _zone_warning(ctx, plan)
         + window_warnings(plan, ctx.clock())
     )

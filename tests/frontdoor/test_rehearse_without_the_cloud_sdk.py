@@ -7,6 +7,7 @@ on no evidence. A plan whose ACTIONS call a cloud without its SDK is refused bef
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -118,3 +119,18 @@ def test_a_plan_whose_cloud_actions_cannot_run_is_refused_before_the_sim_and_val
     assert f"plan {plan} is valid" in result.stdout
     (warning,) = result.stderr.splitlines()
     assert warning.endswith(f".yaml: warning: {said}: it cannot run until that is installed")
+
+
+def test_plan_load_warns_that_a_plans_cloud_actions_need_their_extra(
+    tmp_path: Path, write_config: Callable[..., Path]
+) -> None:
+    # `/upgrade plan load` (here through `exec`, the same command) warns as `plan validate` does:
+    # each such action would fail at its step, after its gate.
+    config = write_config()
+    env = {**_without(tmp_path, "azure"), "UPGRADE_BOT_CONFIG": str(config)}
+    result = run_bot("exec", "--as", "U0PRIMARY", "plan load aks-managed", cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert (
+        "the plan's AKS actions (aks-upgrade-control-plane, aks-upgrade-nodepool) need "
+        "azure-mgmt-containerservice, which this bot does not have (pip install 'upgrade-bot[aks]')"
+    ) in result.stdout
