@@ -54,6 +54,12 @@ _REDACTED = "[redacted]"
 _MASKED = r"\1-…(redacted)"
 
 
+def redact_tokens(text: str) -> str:
+    """`text` with every Slack-token-shaped string replaced by `[redacted]`, as the log filter
+    does: for what is stored (an audit row's arguments)."""
+    return _TOKEN_SHAPE.sub(_REDACTED, text)
+
+
 def mask_tokens(text: str) -> str:
     """`text` with every Slack-token-shaped string (the shapes the log filter redacts) cut to its
     kind: `xoxb-…(redacted)`. For messages that are printed rather than logged, such as a
@@ -110,7 +116,7 @@ class RedactingFilter(logging.Filter):
     def scrub(self, text: str) -> str:
         for value in self.values:
             text = text.replace(value, _REDACTED)
-        return _TOKEN_SHAPE.sub(_REDACTED, text)
+        return redact_tokens(text)
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()

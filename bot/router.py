@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -40,13 +39,12 @@ from bot.errors import (
     clip,
     valid_text,
 )
-from bot.logsetup import correlation
+from bot.logsetup import correlation, redact_tokens
 from bot.records import ClusterConfig
 from bot.settings import Settings
 
 log = logging.getLogger(__name__)
 
-_TOKEN_SHAPE = re.compile(r"\b(xox[abeoprs]|xapp)-[A-Za-z0-9-]+")
 #: The longest command text read. Slack's own messages are far shorter; a longer one is refused
 #: before it is parsed, so it cannot hold a worker (argument parsing is not linear in the text).
 MAX_COMMAND_TEXT = 8000
@@ -218,7 +216,7 @@ class Router:
             source=request.source,
             kind="command",
             subcommand=name,
-            arguments=_TOKEN_SHAPE.sub("[redacted]", request.text),
+            arguments=redact_tokens(request.text),
             outcome=outcome,
             detail=detail,
             correlation_id=cid,

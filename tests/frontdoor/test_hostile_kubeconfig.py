@@ -109,6 +109,12 @@ def test_a_context_the_kubeconfig_lacks_names_the_cluster_s_entry_and_the_contex
     )
     # Without `context:` the kubeconfig's current one is used, and named as the cluster's.
     assert Cluster.connect(ClusterConfig(name="prod", kubeconfig=path)).context == "ctx"
+    # A token pasted as the context's name is not said back (the message reaches Slack too).
+    token = "xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx"
+    with pytest.raises(ConfigError) as caught:
+        Cluster.connect(ClusterConfig(name="prod", kubeconfig=path, context=token))
+    assert token not in caught.value.user_message
+    assert "no context named 'xoxb-…(redacted)' in kubeconfig" in caught.value.user_message
 
 
 def test_in_cluster_outside_a_pod_says_it_is_not_in_one_and_what_to_name_instead(

@@ -11,6 +11,7 @@ import yaml
 from bot.adapters.kube.lean import _kubernetes
 from bot.errors import ConfigError
 from bot.files import TooLarge, Unreadable, read_bounded
+from bot.logsetup import mask_tokens
 
 #: A kubeconfig is a few kilobytes per cluster (its certificates inline); one of hundreds of
 #: clusters stays under a megabyte. A bigger file is the wrong file, and YAML-parsing it would
@@ -104,10 +105,13 @@ def kubeconfig_context(kubeconfig: str, context: str | None = None, *, cluster: 
     if context:
         if context not in names:
             has = f"(it has: {', '.join(names) or 'none'})"
+            # Said in Slack too (`/upgrade check`): a token pasted as the name is masked.
             raise ConfigError(
-                f"clusters.{cluster}.context: no context named {context!r} in kubeconfig {kubeconfig} {has}"
-                if cluster
-                else f"kubeconfig {kubeconfig}: no context named {context!r} {has}"
+                mask_tokens(
+                    f"clusters.{cluster}.context: no context named {context!r} in kubeconfig {kubeconfig} {has}"
+                    if cluster
+                    else f"kubeconfig {kubeconfig}: no context named {context!r} {has}"
+                )
             )
         return context
     current = str(active.get("name", "")) if isinstance(active, dict) else ""
