@@ -23,8 +23,8 @@ from bot.core.runs import machine as R
 from bot.core.runs.handoffs import handoff
 from bot.core.runs.service import Actor, RunService
 from bot.resources import BUILTIN_TEMPLATES
-from tests.core.runs.test_service import T0, tiny
 from tests.support.clock import FakeClock
+from tests.support.run_service import T0, tiny
 from tests.support.slack_stub import SlackStub
 
 PLAN = """\

@@ -4,10 +4,9 @@ escaped so it can never ping the channel."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,6 @@ from bot.core.actions import default_registry
 from bot.core.actions.base import ActionContext
 from bot.core.checks.findings import REQUIRED, Finding, Report
 from bot.core.delivery import Deliveries
-from bot.core.live import LiveSource
 from bot.core.people import StaticDirectory
 from bot.core.rendering import Renderer
 from bot.core.runs import machine as R
@@ -32,55 +30,9 @@ from bot.errors import RunNotFound
 from bot.records import StepState
 from bot.resources import BUILTIN_TEMPLATES
 from tests.support.clock import FakeClock
+from tests.support.run_service import PLAN, T0, tiny
 from tests.support.secrets import BOT_TOKEN
 from tests.support.slack_stub import SlackStub
-
-T0 = datetime(2026, 11, 28, 13, 0, tzinfo=UTC)
-PLAN = """\
-name: tiny
-cluster: prod
-current_version: "1.29"
-target_version: "1.30"
-window: {start: "2026-11-28T22:00", end: "2026-11-29T02:00", timezone: Asia/Tokyo}
-channels: {operations: C0OPS}
-roster:
-  primary: [U0PRIMARY]
-  shadow: [U0SHADOW]
-  coordinator: [S0LEADS]
-steps:
-  - id: first
-    title: "Drain <!channel> & friends"
-    gate: {any_of: [primary]}
-    done: {any_of: [shadow]}
-    escalate_after: 10m
-    timeout: 1h
-"""
-
-
-@contextlib.contextmanager
-def tiny(
-    tmp_path: Path, slack_stub: SlackStub, plan: str = PLAN, live: LiveSource | None = None
-) -> Iterator[tuple[RunService, FakeClock]]:
-    """The run service on a fresh store with `plan` loaded as `tiny`, posting to the Slack stub;
-    `live`: the live sections of its long actions (the cluster jobs' lines on the card)."""
-    store = Store.open(f"sqlite:///{tmp_path / 'bot.db'}")
-    try:
-        store.save_plan(name="tiny", text=plan, loaded_by="U0PRIMARY", loaded_at=T0)
-        clock = FakeClock(T0)
-        cards = RunCards(
-            deliveries=Deliveries(
-                store=store,
-                poster=SlackGateway(make_web_client(BOT_TOKEN, slack_stub.api_url)),
-                clock=clock,
-                owner="test",
-            ),
-            renderer=Renderer([BUILTIN_TEMPLATES]),
-            clock=clock,
-            live=live,
-        )
-        yield RunService(store=store, directory=StaticDirectory(), clock=clock, cards=cards), clock
-    finally:
-        store.close()
 
 
 @pytest.fixture
