@@ -32,7 +32,7 @@ def problems_of(text: str) -> list[str]:
             "channels.operations: 'xoxb-…(redacted)' is not a Slack channel ID",
         ),
         (f"roster:\n  primary: [{BOT_TOKEN}]\n", "roster.primary: 'xoxb-…(redacted)' is not a Slack user ID"),
-        (f"timezone: {APP_TOKEN}\n", "timezone: unknown time zone 'xapp-…(redacted)'"),
+        (f"timezone: {APP_TOKEN}\n", "timezone: unknown time zone 'xapp-…(redacted)"),
         (f"roster:\n  {BOT_TOKEN}: [U0123AAAA]\n", "roster.xoxb-…(redacted): role names are"),
         (f"templates_dir: /tmp/{BOT_TOKEN}\n", "templates_dir: /tmp/xoxb-…(redacted) is not a directory"),
     ],

@@ -197,14 +197,21 @@ _USER_IN_TEXT = re.compile(r"\b[UW](?=[A-Z0-9]*[0-9])[A-Z0-9]{6,}\b")
 _USER_OR_TYPED = re.compile(r"<[@#!][^<>\s]+>|" + _USER_IN_TEXT.pattern)
 
 
-def people(text: object) -> Markup:
+def people(text: object, of: Mapping[str, Iterable[str]] | None = None) -> Markup:
     """Text the bot wrote that names people by id (a step's note: "skipped by U1+U2: …"), escaped
     (or as it is, when already Markup: `clip`'s), with each id as a mention, which Slack shows as
     the person's name — and the mentions people typed in it (`typed`). For a card (an edit pings
     nobody) and the run's thread lines in the bot's words about people who took part ("failed:
-    reported failed by U1"), not for a post that should not ping."""
+    reported failed by U1"), not for a post that should not ping. `of` (a run's roster): only its
+    people's ids, for a line that also carries what a person typed ("Run paused: …"), where a word
+    shaped like an id ("USWEST2") is not one."""
     escaped = typed(text)
-    shown = _USER_OR_TYPED.sub(lambda m: m[0] if m[0].startswith("<") else f"<@{m[0]}>", str(escaped))
+    known = None if of is None else {p for entries in of.values() for p in entries}
+
+    def named(m: re.Match[str]) -> str:
+        return m[0] if m[0].startswith("<") or (known is not None and m[0] not in known) else f"<@{m[0]}>"
+
+    shown = _USER_OR_TYPED.sub(named, str(escaped))
     return Markup(re.sub(r"(?<=>)\+(?=<@)", " and ", shown))
 
 

@@ -399,3 +399,15 @@ def test_people_in_text_the_bot_wrote_become_mentions_and_nothing_else_does() ->
     # Words that look like ids but are not: no digit, too short, inside a word.
     assert str(people("UTC UPGRADES U0AB xU0PRIMARY9")) == "UTC UPGRADES U0AB xU0PRIMARY9"
     assert str(people(clip("skipped by U0PRIMARY: " + "x" * 300, 40))) == "skipped by <@U0PRIMARY>:…"
+
+
+def test_people_of_a_roster_names_only_its_people_in_a_line_a_person_also_typed() -> None:
+    # "Run paused: …" carries what a person typed: a word shaped like an id is not made a mention
+    # (Slack would show an unknown user), while the roster's ids the bot wrote are.
+    roster = {"primary": ("U0PRIMARY",), "coordinator": ("S0LEADS",)}
+    typed_and_bot = "waiting for USWEST2 to drain; reported failed by U0PRIMARY"
+    assert (
+        str(people(typed_and_bot, roster)) == "waiting for USWEST2 to drain; reported failed by <@U0PRIMARY>"
+    )
+    # Without a roster, every id-shaped word in the bot's own words is one.
+    assert str(people(typed_and_bot)) == "waiting for <@USWEST2> to drain; reported failed by <@U0PRIMARY>"

@@ -573,7 +573,7 @@ def test_interactive_resume_reopens_the_failed_steps_gate_and_runs_it_again() ->
         "eks-nodegroups", "--interactive", stdin="U0SHADOW\nU0PRIMARY\nresume\nU0PRIMARY\nabort\n"
     )
     out = result.stdout
-    assert "▶️ Run resumed by @U0PRIMARY: rehearsal: U0PRIMARY resumes `checks`" in out
+    assert "▶️ Run resumed by @U0PRIMARY: rehearsal: @U0PRIMARY resumes `checks`" in out
     # The check ran twice (approved again after the resume) and failed twice; then aborted.
     assert out.count("❌ *`checks` failed* in run") == 2
     assert out.count(CHECKS_PAUSED) == 2
