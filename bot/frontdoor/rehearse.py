@@ -38,8 +38,11 @@ from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from typing import Any, TextIO, cast
 
+import yaml
+
 from bot.adapters.store import Store
 from bot.core.checks.findings import Cover
+from bot.core.durations import format_duration
 from bot.core.evidence.baseline import analysis_queries
 from bot.core.jobs.base import Choice, ChoiceOption
 from bot.core.jobs.service import JobService, choice_of
@@ -298,6 +301,37 @@ def rehearsal_bot(
         bot.close()
 
 
+def window_opening_now(text: str, plan: Plan, now: datetime) -> tuple[str, str]:
+    """The plan's text with its window opening at `now` (the rehearsal's start), as long as the
+    team wrote it and in its zone, and the line that says so. A plan is rehearsed as it would run
+    in its window, on whatever day: its written dates passed (or not yet come), every card said
+    "window ended … 29 days ago" and the report had each step worked past its end. What a run
+    that outlasts its window looks like is then the rehearsal's to show, as `schedule --at` moves a
+    run's window on the day."""
+    window = plan.window
+    start = now.astimezone(window.zone).replace(second=0, microsecond=0, tzinfo=None)
+    end = start + window.length
+    # Only the window's own text changes, on as many lines as it had: the steps keep their line
+    # numbers, which the run's messages cite.
+    root = yaml.compose(text)
+    assert isinstance(root, yaml.MappingNode)  # a plan that parsed is a mapping with a window
+    node = next(v for k, v in root.value if k.value == "window")
+    a, b = node.start_mark.index, node.end_mark.index
+    flow = (
+        f"{{start: {json.dumps(f'{start:%Y-%m-%dT%H:%M}')}, end: {json.dumps(f'{end:%Y-%m-%dT%H:%M}')}, "
+        f"timezone: {json.dumps(window.timezone)}}}"
+    )
+    moved = text[:a] + flow + "\n" * text[a:b].count("\n") + text[b:]
+    written = (
+        f"{window.start.astimezone(window.zone):%Y-%m-%d %H:%M} – {window.end.astimezone(window.zone):%H:%M}"
+    )
+    said = (
+        f"rehearsal: the plan's window ({written} {window.timezone}, {format_duration(window.length)}) "
+        f"opens as the run starts: {start:%Y-%m-%d %H:%M} – {end:%H:%M} {window.timezone} on the sim's clock"
+    )
+    return moved, said
+
+
 def rehearse(
     plan_name: str,
     *,
@@ -384,6 +418,8 @@ def rehearse(
             analysis_queries(call for step in plan.steps for call in (*step.actions, *step.background))
         ):
             out.write(f"sim: the Prometheus facade answers {query} with 0 (a quiet cluster)\n")
+        text, opened = window_opening_now(text, plan, clock())
+        out.write(opened + "\n")
         store.save_plan(name=plan.name, text=text, loaded_by="rehearsal", loaded_at=clock())
         starter = next(iter(plan.roster.values()))[0]
         run = service.start(plan.name, Actor(user_id=starter, source="terminal")).run
@@ -431,6 +467,8 @@ def play_run(
         or (term.auto_approve and _failed_action(run))
         or (term.interactive and _stopped_step(run))
     ):
+        # No run ticker here: the window's end is told between steps, as the ticker would.
+        run = _told_window_end(service, run)
         if run.state is R.RunState.PAUSED:
             if fail and run.current is not None and run.current.step_id == fail:
                 break  # the planted failure: nobody reviews it away
@@ -472,6 +510,15 @@ def play_run(
         _await_gate_post(service, run, cur)
         run = _decide(service, run, cur, term)
     return run
+
+
+def _told_window_end(service: RunService, run: R.Run) -> R.Run:
+    """The run, after the thread was told its window ended if it just did (`tick` says it in a
+    bot; a rehearsal has no timers): a plan that outlasts its window shows it here too."""
+    if run.state not in (R.RunState.ACTIVE, R.RunState.PAUSED):
+        return run
+    told = service.tell_window_end(run.id)
+    return told.run if told is not None else run
 
 
 #: How long the rehearsal waits for an open gate's message to reach the thread before answering.
@@ -570,7 +617,7 @@ def _follow_long(
     deadline = time.monotonic() + LONG_ACTION_LIMIT
     answered: set[str] = set()
     while time.monotonic() < deadline:
-        run = service.load(run.id)
+        run = _told_window_end(service, service.load(run.id))
         now = run.step_run(cur.step_id)
         if (
             now.state is not R.StepState.RUNNING

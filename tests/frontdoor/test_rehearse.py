@@ -10,7 +10,7 @@ import subprocess
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
 from typing import cast
@@ -24,9 +24,11 @@ from bot.adapters.store import Store
 from bot.core.jobs.trail import CORDONED_BY
 from bot.core.runs import machine as R
 from bot.core.runs.cards import gate_key
+from bot.core.runs.plans import parse_plan
 from bot.core.runs.service import RunService
-from bot.frontdoor.rehearse import _await_gate_post
+from bot.frontdoor.rehearse import _await_gate_post, load_plan_file, window_opening_now
 from bot.frontdoor.rehearse import rehearse as rehearse_plan
+from bot.resources import BUILTIN_PLANS
 from bot.sim import SimCluster
 from tests.support.bot_process import bot_command
 from tests.support.plans import PLANS
@@ -792,3 +794,47 @@ def test_a_gate_is_answered_once_its_message_is_posted(tmp_path: Path) -> None:
     _await_gate_post(service, run, sr)
     assert posted.is_set()
     thread.join()
+
+
+def test_the_plans_window_opens_as_the_rehearsal_starts_as_long_as_written_in_its_zone() -> None:
+    # A plan is rehearsed as it would run in its window, on whatever day: its written dates had
+    # passed, and every card said "window ended … 29 days ago".
+    plan, text = load_plan_file("eks-nodegroups")
+    now = datetime(2027, 3, 10, 23, 47, 31, tzinfo=UTC)
+    moved, said = window_opening_now(text, plan, now)
+    window = parse_plan(moved).window
+    assert window.start == datetime(2027, 3, 10, 23, 47, tzinfo=UTC)
+    assert window.timezone == plan.window.timezone == "Asia/Tokyo"
+    assert window.length == plan.window.length == timedelta(hours=3)
+    assert parse_plan(moved).steps == plan.steps
+    assert said == (
+        "rehearsal: the plan's window (2026-12-01 14:00 – 17:00 Asia/Tokyo, 3h) opens as the run starts: "
+        "2027-03-11 08:47 – 11:47 Asia/Tokyo on the sim's clock"
+    )
+
+
+@pytest.mark.slow
+@SHARES_THE_REHEARSAL
+def test_the_rehearsed_run_counts_down_to_its_window_from_its_start(eks_auto_approved: Rehearsed) -> None:
+    out = eks_auto_approved.result.stdout
+    assert (
+        "rehearsal: the plan's window (2026-12-01 14:00 – 17:00 Asia/Tokyo, 3h) opens as the run starts: "
+        in out
+    )
+    first_card = out.split("Run *active*", 1)[1].split("\n", 1)[0]
+    assert re.search(r"window ends \S+ \S+ \S+ \(2h5\dm left\)", first_card), first_card
+
+
+@pytest.mark.slow
+def test_a_plan_that_outlasts_its_window_is_told_so_in_the_rehearsal_once(tmp_path: Path) -> None:
+    # The runbook's plan with a one-hour window: its node groups alone take longer on the sim's
+    # clock. A bot's run ticker tells the thread; the rehearsal has none, and asks between steps.
+    text = (BUILTIN_PLANS / "eks-nodegroups.yaml").read_text(encoding="utf-8")
+    plan = tmp_path / "eks-short-window.yaml"
+    plan.write_text(text.replace('end: "2026-12-01T17:00"', 'end: "2026-12-01T15:00"', 1), encoding="utf-8")
+    result = rehearse(str(plan), "--auto-approve")
+    assert result.returncode == 3, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "(2026-12-01 14:00 – 15:00 Asia/Tokyo, 1h) opens as the run starts" in result.stdout
+    (told,) = [line for line in result.stdout.splitlines() if "The upgrade window ended" in line]
+    assert told.startswith("  ↳ (also in the channel) ⚠️ The upgrade window ended "), told
+    assert "more step" in told

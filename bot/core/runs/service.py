@@ -929,6 +929,11 @@ class RunService:
         scheduled = self.store.schedule_of_run(run_id)
         return scheduled.window_end if scheduled is not None else plan_end
 
+    def tell_window_end(self, run_id: str) -> R.Outcome | None:
+        """`tick`'s notice that a run still going is past its window's end, for a front door with
+        no run ticker (a rehearsal asks between its steps); once, as `tick` says it."""
+        return self._window_end_told(run_id)
+
     def _window_end_told(self, run_id: str, run: R.Run | None = None) -> R.Outcome | None:
         """Once a run still going is past its window's end, the thread and the card say so, once:
         nothing stops it (people decide), but nobody should find out from the report. `run`: the
