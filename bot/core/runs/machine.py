@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import re
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -651,41 +650,6 @@ def failure_of(sr: StepRun) -> str:
     if sr.note.startswith(INTERRUPTED_BEFORE):
         return f"interrupted: {sr.note[len(INTERRUPTED_BEFORE) :]}"
     return ""
-
-
-@dataclass(frozen=True, kw_only=True)
-class SkippedFailure:
-    """A step the run went past after it failed: who skipped it, why, and what had failed."""
-
-    step_id: str
-    title: str
-    by: str
-    reason: str
-    failure: str
-
-
-def skipped_failures(run: Run) -> list[SkippedFailure]:
-    """The steps that failed (or were interrupted) and were skipped, in the plan's order."""
-    out = []
-    for sr in run.steps:
-        if sr.state is not StepState.SKIPPED or SKIPPED_AFTER not in sr.note:
-            continue
-        head, failure = sr.note.split(SKIPPED_AFTER, 1)
-        match = _SKIPPED_BY.match(head)
-        by, reason = (match[1], match[2]) if match else ("", head)
-        out.append(
-            SkippedFailure(
-                step_id=sr.step_id,
-                title=run.plan.step(sr.step_id).title,
-                by=by,
-                reason=reason,
-                failure=failure,
-            )
-        )
-    return out
-
-
-_SKIPPED_BY = re.compile(r"skipped by (\S+): (.*)", re.DOTALL)
 
 
 def skip_vote(

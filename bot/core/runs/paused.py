@@ -150,10 +150,46 @@ def paused_view(
 
 
 @dataclass(frozen=True, kw_only=True)
+class SkippedFailure:
+    """A step the run went past after it failed: who skipped it, why, and what had failed."""
+
+    step_id: str
+    title: str
+    by: str
+    reason: str
+    failure: str
+
+
+def skipped_failures(run: R.Run) -> list[SkippedFailure]:
+    """The steps that failed (or were interrupted) and were skipped, in the plan's order."""
+    out = []
+    for sr in run.steps:
+        if sr.state is not R.StepState.SKIPPED or R.SKIPPED_AFTER not in sr.note:
+            continue
+        head, failure = sr.note.split(R.SKIPPED_AFTER, 1)
+        match = _SKIPPED_BY.match(head)
+        by, reason = (match[1], match[2]) if match else ("", head)
+        out.append(
+            SkippedFailure(
+                step_id=sr.step_id,
+                title=run.plan.step(sr.step_id).title,
+                by=by,
+                reason=reason,
+                failure=failure,
+            )
+        )
+    return out
+
+
+#: A skipped step's note as `machine.skip_step` writes it: who skipped it, and why.
+_SKIPPED_BY = re.compile(r"skipped by (\S+): (.*)", re.DOTALL)
+
+
+@dataclass(frozen=True, kw_only=True)
 class Ending:
     """How a completed run ended: the failed steps it went past and the findings they left open."""
 
-    skipped: tuple[R.SkippedFailure, ...]
+    skipped: tuple[SkippedFailure, ...]
     #: Finding id → the failed steps that named it (a check's Required ids, a known issue's id).
     findings: Mapping[str, tuple[str, ...]]
     #: GitOps owners a step of the run suspended or paused and none resumed, each with the action
@@ -175,7 +211,7 @@ class Ending:
 
 def ending(run: R.Run) -> Ending:
     """What a run's end must say (meaningful once it completed; any state reads)."""
-    skipped = tuple(R.skipped_failures(run))
+    skipped = tuple(skipped_failures(run))
     findings: dict[str, list[str]] = {}
     for s in skipped:
         for fid in _finding_ids(s.failure):
