@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import date, timedelta
 from pathlib import Path
 from typing import TypeVar
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 
@@ -638,9 +637,7 @@ def _zone_of(v: YamlValidator, node: yaml.Node | None, key: str, default: str) -
     zone = v.string(node, key)
     if zone is None:
         return None
-    try:
-        ZoneInfo(zone)
-    except (ZoneInfoNotFoundError, ValueError):
+    if not _windows.is_zone(zone):
         v.error(node, key, _windows.unknown_zone(zone))
         return None
     return zone

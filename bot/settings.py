@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import TypeVar
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
 import yaml
 
@@ -396,11 +396,8 @@ def _storage(v: YamlValidator, top: _Top, base_dir: Path) -> tuple[Path, str, st
     if "database_url" in top:
         check_database_url(v, top["database_url"], database_url)
     timezone = v.string(top.get("timezone"), "timezone") or "UTC"
-    if "timezone" in top:
-        try:
-            ZoneInfo(timezone)
-        except (ZoneInfoNotFoundError, ValueError):
-            v.error(top["timezone"], "timezone", _windows.unknown_zone(timezone))
+    if "timezone" in top and not _windows.is_zone(timezone):
+        v.error(top["timezone"], "timezone", _windows.unknown_zone(timezone))
     templates_dir = v.path(top.get("templates_dir"), "templates_dir", base_dir)
     if templates_dir is not None and not templates_dir.is_dir():
         v.error(top["templates_dir"], "templates_dir", f"{templates_dir} is not a directory")
