@@ -517,7 +517,7 @@ def _told_window_end(service: RunService, run: R.Run) -> R.Run:
     bot; a rehearsal has no timers): a plan that outlasts its window shows it here too."""
     if run.state not in (R.RunState.ACTIVE, R.RunState.PAUSED):
         return run
-    told = service.tell_window_end(run.id)
+    told = service.tell_window_end(run)
     return told.run if told is not None else run
 
 

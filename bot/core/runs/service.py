@@ -929,10 +929,10 @@ class RunService:
         scheduled = self.store.schedule_of_run(run_id)
         return scheduled.window_end if scheduled is not None else plan_end
 
-    def tell_window_end(self, run_id: str) -> R.Outcome | None:
-        """`tick`'s notice that a run still going is past its window's end, for a front door with
-        no run ticker (a rehearsal asks between its steps); once, as `tick` says it."""
-        return self._window_end_told(run_id)
+    def tell_window_end(self, run: R.Run) -> R.Outcome | None:
+        """`tick`'s notice that `run` (as the caller just read it) is past its window's end, for a
+        front door with no run ticker (a rehearsal asks between its steps); once, as `tick` says it."""
+        return self._window_end_told(run.id, run)
 
     def _window_end_told(self, run_id: str, run: R.Run | None = None) -> R.Outcome | None:
         """Once a run still going is past its window's end, the thread and the card say so, once:
