@@ -12,8 +12,13 @@ from datetime import timedelta
 
 from markupsafe import Markup
 
-from bot.core.announcements import overrides
-from bot.core.announcements.overrides import authorize_override, merged_roster, override_audit, window_refusal
+from bot.core.announcements.overrides import (
+    authorize_override,
+    merged_roster,
+    overridden,
+    override_audit,
+    window_refusal,
+)
 from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply
 from bot.core.people import ANY_ROLE, roles_of
 from bot.core.rendering import slack_date, slack_escape
@@ -79,7 +84,7 @@ def run(ctx: CommandContext, args: Args) -> Reply:
             directory=ctx.directory,
             reason=args.reason or "",
             refusal=refusal,
-            past=overrides.overridden(ctx.settings.windows, now, end),
+            past=overridden(ctx.settings.windows, now, end),
         )
     out = runs.start(
         args.plan,
@@ -105,20 +110,16 @@ def run(ctx: CommandContext, args: Args) -> Reply:
             )
         )
     message = Markup(slack_escape(f"Run `{out.run.id}` of `{plan.name}` started."))
-    if (
-        schedule is None
-        and not ctx.store.schedules(states=["scheduled"], plan_name=plan.name)
-        and (past := window_past(plan, now))
-    ):
+    # The plan's schedules still pending now that the run has joined its own (if it had one).
+    pending_schedules = ctx.store.schedules(states=["scheduled"], plan_name=plan.name)
+    if schedule is None and not pending_schedules and (past := window_past(plan, now)):
         # Its card counts from the plan's own window: say it is over, and how to run it in a new one
         # (a plan scheduled later is said below).
         message += Markup(slack_escape(f" :warning: {past[0].upper()}{past[1:]}."))
     # Started, and nobody would see its card or gates: the reply says where and why.
     why = runs.cards.not_shown(out.run.id) if runs.cards is not None else ""
     unposted = {"channel": runs.cards.channel_for(out.run), "why": why} if runs.cards and why else None
-    later = [
-        s for s in ctx.store.schedules(states=["scheduled"], plan_name=plan.name) if s.window_start > now
-    ]
+    later = [s for s in pending_schedules if s.window_start > now]
     if schedule is None and later:
         # Started more than EARLY_START before a window of its own: that schedule is not this run's,
         # and its reminder and `starting` still go out unless people withdraw them.
