@@ -528,8 +528,14 @@ class ServerThread:
             # Closed on the loop's own thread, woken by waitress's trigger: the loop ends at once
             # rather than when its poll() next times out (`loop_timeout`, a second in production,
             # on every stop, and once more for the probes' server).
-            self.server.trigger.pull_trigger(self._close_on_loop)
-            self._thread.join(timeout=min(timeout, WAKE_GRACE_SECONDS))
+            try:
+                self.server.trigger.pull_trigger(self._close_on_loop)
+            except OSError as exc:
+                # The trigger is closed already (EBADF): the loop cannot be woken, and the server
+                # is closed from here as below, not left running with the error raised to a stop.
+                log.debug("the server's trigger could not be pulled on close: %s", exc)
+            else:
+                self._thread.join(timeout=min(timeout, WAKE_GRACE_SECONDS))
         if self._close_once() or self._thread.is_alive():
             # The loop did not take the thunk (not started, or busy past the grace): closed from
             # here, under its poll(), which ends within `loop_timeout`.

@@ -340,3 +340,20 @@ def test_close_ends_the_server_at_once_not_at_its_polls_timeout_and_closes_a_kep
     # Nothing listens on the port any more.
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", server.effective_port), timeout=2).close()
+
+
+def test_close_ends_the_server_when_its_trigger_is_closed_already() -> None:
+    # The loop's trigger closed under it (the loop's own error handling closes a dispatcher that
+    # failed): waking the loop fails with EBADF, and that failed a stop with a traceback, leaving
+    # the server's socket open. The server is then closed from the stopping thread.
+    def app(environ: dict[str, object], start_response: Callable[..., object]) -> list[bytes]:
+        start_response("200 OK", [("Content-Length", "3")])
+        return [b"ok\n"]
+
+    server = make_server(app, host="127.0.0.1", port=0, loop_timeout=0.2)
+    thread = ServerThread(server, name="closed-trigger").start()
+    server.trigger.close()
+    thread.close(timeout=5)
+    assert not [t for t in threading.enumerate() if t.name == "closed-trigger"]
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", server.effective_port), timeout=2).close()
