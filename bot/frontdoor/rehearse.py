@@ -270,11 +270,13 @@ def rehearsal_bot(
     clock: Callable[[], datetime],
     speed: float,
     text: TerminalText,
+    fleet_child_plan: Callable[[str, str, datetime], str] | None = None,
 ) -> Iterator[tuple[Services, TextIO, TextPoster]]:
     """The same bot as in Slack, with a text poster and the sims as its clusters, for a rehearsal
     (`rehearse`, `rehearse_fleet`): the bot, the stream it prints to (Slack's text rendered for a
     terminal as `text` says, `bot.frontdoor.termtext`) and its poster. Its duties are shut down
-    and the bot closed when the rehearsal ends, however it ends."""
+    and the bot closed when the rehearsal ends, however it ends. `fleet_child_plan`: assemble's
+    (a fleet rehearsal opens each child's window as it starts)."""
     # The bot's texts name a person's role next to the mention already: the roster is not needed.
     out = cast(TextIO, TerminalOut(out, text))
     poster = TextPoster(out)
@@ -289,6 +291,7 @@ def rehearsal_bot(
         # The sim's clock runs `speed` times faster: a job's wait between ticks (an EKS update
         # polled every 10 s) is in its seconds, as its timeouts are.
         job_wait_scale=1.0 / speed if speed > 1 else 1.0,
+        fleet_child_plan=fleet_child_plan,
     )
     # No timers here (nothing is scheduled, nobody else leads): this process is on its own, and
     # the long duties run at once, woken by the run (or the fleet) that starts them.
@@ -301,13 +304,13 @@ def rehearsal_bot(
         bot.close()
 
 
-def window_opening_now(text: str, plan: Plan, now: datetime) -> tuple[str, str]:
+def window_opening_now(text: str, plan: Plan, now: datetime, *, whose: str = "the plan's") -> tuple[str, str]:
     """The plan's text with its window opening at `now` (the rehearsal's start), as long as the
-    team wrote it and in its zone, and the line that says so. A plan is rehearsed as it would run
-    in its window, on whatever day: its written dates passed (or not yet come), every card said
-    "window ended … 29 days ago" and the report had each step worked past its end. What a run
-    that outlasts its window looks like is then the rehearsal's to show, as `schedule --at` moves a
-    run's window on the day."""
+    team wrote it and in its zone, and the line that says so (of `whose` window: a fleet's child
+    names its cluster). A plan is rehearsed as it would run in its window, on whatever day: its
+    written dates passed (or not yet come), every card said "window ended … 29 days ago" and the
+    report had each step worked past its end. What a run that outlasts its window looks like is
+    then the rehearsal's to show, as `schedule --at` moves a run's window on the day."""
     window = plan.window
     start = now.astimezone(window.zone).replace(second=0, microsecond=0, tzinfo=None)
     end = start + window.length
@@ -326,7 +329,7 @@ def window_opening_now(text: str, plan: Plan, now: datetime) -> tuple[str, str]:
         f"{window.start.astimezone(window.zone):%Y-%m-%d %H:%M} – {window.end.astimezone(window.zone):%H:%M}"
     )
     said = (
-        f"rehearsal: the plan's window ({written} {window.timezone}, {format_duration(window.length)}) "
+        f"rehearsal: {whose} window ({written} {window.timezone}, {format_duration(window.length)}) "
         f"opens as the run starts: {start:%Y-%m-%d %H:%M} – {end:%H:%M} {window.timezone} on the sim's clock"
     )
     return moved, said

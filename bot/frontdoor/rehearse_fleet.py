@@ -10,6 +10,13 @@ judged on them) and, for a scenario with a cloud, their EKS APIs.
 Each cluster's sim answers its child plan's analysis queries with a quiet cluster's 0 (as
 `rehearse` does), so the analyses measure through its Prometheus facade.
 
+Each child's window opens as the fleet starts its run, as long as its plan wrote it and in its
+zone (`window_opening_now`, as `rehearse` opens its plan's; a line says so before the child's
+card): a fleet is rehearsed on whatever day, and the written dates had passed, so every card said
+"window ended … ago". The clusters a stage starts together share that opening, as they share the
+window on the day; the rehearsal plays them in turn, so a later one's card counts down from the
+stage's start. The fleet itself (`fleet start`) keeps the windows as written.
+
 The fleet moves as it does on the day, through `FleetService.drive`: its children are played one
 after the other as `rehearse` plays a run (`bot.frontdoor.rehearse.play_run`: gates answered by
 the roster with `--auto-approve`, else at the prompt; each manual step's `rehearsal:` hooks asked
@@ -41,7 +48,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
-from typing import TextIO
+from typing import TextIO, cast
 
 from bot.core.evidence.baseline import analysis_queries
 from bot.core.fleets import machine as M
@@ -52,8 +59,15 @@ from bot.core.runs.service import Actor
 from bot.core.snapshots.projection import ClusterReader
 from bot.errors import TransitionRefused, UsageError, UserError
 from bot.frontdoor.assemble import Services
-from bot.frontdoor.rehearse import SimControl, Terminal, _framed, play_run, rehearsal_bot
-from bot.frontdoor.termtext import TerminalText
+from bot.frontdoor.rehearse import (
+    SimControl,
+    Terminal,
+    _framed,
+    play_run,
+    rehearsal_bot,
+    window_opening_now,
+)
+from bot.frontdoor.termtext import TerminalOut, TerminalText
 from bot.records import ClusterConfig
 from bot.settings import Settings
 
@@ -98,6 +112,7 @@ def rehearse_fleet(
     settings = replace(
         settings, channels=replace(settings.channels, operations=settings.channels.operations or "CREHEARSAL")
     )
+    shown = TerminalText(zone=zone, plain=plain)
     # The rehearsal drives the fleet and its children itself (see `rehearse`).
     with rehearsal_bot(
         settings,
@@ -106,7 +121,8 @@ def rehearse_fleet(
         connect_cluster=connect_cluster,
         clock=clock,
         speed=speed,
-        text=TerminalText(zone=zone, plain=plain),
+        text=shown,
+        fleet_child_plan=_opening_as_it_starts(cast(TextIO, TerminalOut(out, shown))),
     ) as (bot, out, _):
         bot.fleets.plan_dirs = (*plan_dirs, *bot.fleets.plan_dirs)
         plan, stages, texts = bot.fleets.validate(fleet_name)
@@ -144,6 +160,19 @@ def rehearse_fleet(
             )
         out.write(last_line(plan.name, fleet) + "\n")
         return exit_status(fleet)
+
+
+def _opening_as_it_starts(out: TextIO) -> Callable[[str, str, datetime], str]:
+    """The fleet's `child_plan` in a rehearsal: the child's window opens as its run starts (see the
+    module's docstring), and `out` says so, just before the child's card."""
+
+    def opened(cluster: str, text: str, now: datetime) -> str:
+        plan = parse_plan(text, source=f"the plan of {cluster}")
+        moved, said = window_opening_now(text, plan, now, whose=f"{cluster}'s")
+        out.write(said + "\n")
+        return moved
+
+    return opened
 
 
 class _StageClocks:

@@ -9,8 +9,10 @@ import os
 import re
 import subprocess
 import urllib.request
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -293,3 +295,52 @@ def test_an_alert_in_a_later_stage_s_soak_pauses_the_fleet(tmp_path: Path) -> No
     # Nothing of the dev stage started.
     assert not re.findall(r"^-- dev-\d \(stage", out, re.M)
     assert re.search(r"rehearsal of fleet outside: fleet F\w+ paused at stage lab", out), out[-2000:]
+
+
+def test_each_childs_window_opens_as_it_starts_on_whatever_day(tmp_path: Path) -> None:
+    # The plan's window was written for a day long gone (as the example's 2026-12-01 is, the day
+    # after): every card said "window ended … ago" and every step was worked past it. Each
+    # child's window opens as the fleet starts its run, as long as written and in its zone; the
+    # labs the stage starts together share their opening.
+    fleet = _write(tmp_path)
+    fleet.write_text(
+        "name: outside\nroster: {primary: [U0PRIMARY], shadow: [U0SHADOW]}\nplan: tiny\nstages:\n"
+        "  - {name: canary, clusters: [ci]}\n"
+        "  - {name: lab, clusters: [lab-1, lab-2], max_concurrency: 2}\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "plans" / "tiny.yaml").write_text(
+        TINY_PLAN.replace("2026-12-01", "2020-03-02"), encoding="utf-8"
+    )
+    result = subprocess.run(
+        [*bot_command(), "rehearse-fleet", str(fleet), "--auto-approve", "--plain"],
+        cwd=tmp_path,
+        env={**os.environ, "TZ": "UTC"},  # the cards' dates, in the terminal's zone
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    out = result.stdout
+    assert "window ended" not in out.lower()
+    opened = re.findall(
+        r"^rehearsal: (\S+)'s window \(2020-03-02 14:00 - 17:00 Asia/Tokyo, 3h\) opens as the run starts: "
+        r"(\d{4}-\d\d-\d\d \d\d:\d\d) - \d\d:\d\d Asia/Tokyo on the sim's clock$",
+        out,
+        re.M,
+    )
+    assert [c for c, _ in opened] == ["ci", "lab-1", "lab-2"], out[-3000:]
+    # Started together: the bot's clock runs 600x, so a few of its minutes pass between the two.
+    labs = [datetime.fromisoformat(start) for _, start in opened[1:]]
+    assert timedelta(0) <= labs[1] - labs[0] <= timedelta(minutes=5), opened
+    for cluster, start in opened:
+        # The child's cards count down to its moved window's end (the first, just after the line).
+        end = datetime.fromisoformat(start).replace(tzinfo=ZoneInfo("Asia/Tokyo")) + timedelta(hours=3)
+        cards = re.findall(r"^Run active .*$", out.split(f"rehearsal: {cluster}'s window", 1)[1], re.M)
+        assert re.search(
+            rf" window ends {end.astimezone(UTC):%Y-%m-%d %H:%M} UTC \((3h|2h\d+m) left\)$", cards[0]
+        ), cards[0]
+    for card in re.findall(r"^Run active .*$", out, re.M):
+        assert re.search(r" window ends 20\S+ \S+ UTC \((3h|2h\d+m) left\)$", card), card
+        assert "2020-" not in card

@@ -100,6 +100,7 @@ class FleetService:
         judge: SoakJudge | None = None,
         reachable: Callable[[str], str] | None = None,
         listeners: Sequence[FleetListener] = (),
+        child_plan: Callable[[str, str, datetime], str] | None = None,
     ) -> None:
         self.store = store
         self.runs = runs
@@ -116,6 +117,10 @@ class FleetService:
         #: answers, else why not (None: not asked).
         self.reachable = reachable
         self.listeners = tuple(listeners)
+        #: The plan a child's run starts with, from its pinned text: `child_plan(cluster, text,
+        #: now)`. None: as pinned, its window as written (a fleet on the day). A rehearsal opens
+        #: the window as the child starts (`bot.frontdoor.rehearse_fleet`).
+        self.child_plan = child_plan
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -629,6 +634,8 @@ class FleetService:
                 self._apply(fleet.id, _unreachable(m.cluster, why), Actor(user_id="", source="scheduler"))
                 continue
             text = self._pinned(fleet.id, m.cluster)
+            if self.child_plan is not None:
+                text = self.child_plan(m.cluster, text, self.clock())
             self.runs.start_pinned(text, actor, run_id=m.run_id)
 
     def _pinned(self, fleet_id: str, cluster: str) -> str:

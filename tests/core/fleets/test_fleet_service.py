@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -410,3 +410,33 @@ def test_status_without_an_id_names_the_last_fleets_when_none_is_live(bot: Servi
         "`fleet start FLEET` starts one"
     )
     assert bot.fleets.status(fleet.id).startswith(f":no_entry: *Fleet twelve* `{fleet.id}` — aborted")
+
+
+def test_a_fleets_children_run_in_their_plans_window_as_written(bot: Services) -> None:
+    fleet = bot.fleets.start("twelve", PRIMARY)
+    window = bot.runs.load(_members(bot, fleet.id)["ci"].run_id).plan.window
+    assert (window.start, window.end) == (T0, T0 + timedelta(hours=3))
+
+
+def test_a_rehearsal_is_asked_for_each_childs_plan_as_the_child_starts(
+    write_config: Callable[..., Path], tmp_path: Path, clock: FakeClock, sim_small: SimCluster
+) -> None:
+    # A rehearsal moves each child's window (`fleet_child_plan`): it is asked with the child's
+    # pinned text as that child starts (the labs together, when their stage does), and the text
+    # it returns is the plan the child's run gets.
+    asked: list[tuple[str, str]] = []
+
+    def child_plan(cluster: str, text: str, now: datetime) -> str:
+        asked.append((cluster, f"{now:%H:%M}"))
+        assert f"cluster: {cluster}\n" in text
+        return text.replace("2026-12-01T", "2027-01-02T")
+
+    path = write_config(fleet_config(tmp_path, sim=sim_small))
+    bot = assemble(load_settings(path, env={}), with_slack=False, clock=clock, fleet_child_plan=child_plan)
+    try:
+        fleet_id = _through_the_canary(bot, clock)
+        assert asked == [("ci", "05:00"), *((f"lab-{i}", "06:01") for i in range(1, 5))]
+        window = bot.runs.load(_members(bot, fleet_id)["lab-2"].run_id).plan.window
+        assert window.start == datetime(2027, 1, 2, 5, 0, tzinfo=UTC)
+    finally:
+        bot.close()
