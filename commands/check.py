@@ -100,6 +100,8 @@ def _fleet(ctx: CommandContext, args: Args, target: str | None) -> Reply:
                 extras=checks.default_extras(
                     now=now.timestamp(), cluster=cluster, images=ctx.settings.image_checks
                 ),
+                # A cluster already past `--to` is not checked, as `check --cluster` refuses it.
+                asked=True,
             )
         ctx.store.save_check_seen(seen_of(report, cluster=name, at=now))
         return report

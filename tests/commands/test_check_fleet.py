@@ -17,6 +17,8 @@ import pytest
 
 from bot.core.checks.findings import REQUIRED, Finding, Report
 from bot.core.checks.fleet import check_fleet, render_csv
+from bot.frontdoor.assemble import assemble
+from bot.router import CommandRequest
 from bot.settings import load_settings
 from tests.support.awaited import Bot, TrackedPool
 from tests.support.bot_process import bot_command
@@ -133,3 +135,45 @@ def test_the_clusters_are_checked_at_once_not_one_after_another() -> None:
     matrix = check_fleet(["a", "b", "c"], one, target="1.25")
     assert render_csv(matrix) == "finding,a,b,c\nAPI001,,Required,\n"
     assert matrix.failed
+
+
+def test_a_fleet_check_refuses_the_target_on_a_cluster_already_past_it_and_checks_the_others(
+    write_config: Callable[..., Path],
+    sim_eks: Any,
+    sim_small: Any,
+    sim_kubeconfig: Callable[[Any], Path],
+) -> None:
+    # `eks` is on 1.24, `small` on 1.29: --to 1.25 is an upgrade of the one and older than the other.
+    config = write_config(
+        f"clusters:\n  eks: {{kubeconfig: {sim_kubeconfig(sim_eks)}}}\n"
+        f"  small: {{kubeconfig: {sim_kubeconfig(sim_small)}}}\n"
+    )
+    refused = (
+        "the cluster is on v1.29.4-eks-38482b3 already: --to 1.25 is an older minor "
+        "(check 1.29, the minor it is on, or a newer one)"
+    )
+    done = subprocess.run(
+        [*bot_command(), "check", "--fleet", "--to", "1.25", "-o", "json", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 3, done.stderr[-2000:]
+    clusters = json.loads(done.stdout)["clusters"]
+    assert clusters["small"] == {"error": refused}
+    assert clusters["eks"]["verdict"] == "FAILED"
+    assert clusters["eks"]["required"] > 0
+    # `/upgrade check --fleet` says the same on the cluster's line.
+    built = assemble(load_settings(config, {}), with_slack=False)
+    try:
+        reply = built.router.handle(
+            CommandRequest(text="check --fleet --to 1.25", user_id=PRIMARY, source="terminal")
+        )
+    finally:
+        built.close()
+    assert reply.rendered.text.startswith(
+        "*Pre-flight check of 2 clusters for 1.25: FAILED — 0 ready, 1 not checked"
+    )
+    assert f"*small* — not checked: {refused}" in reply.rendered.text
+    assert "*eks* — " in reply.rendered.text

@@ -151,7 +151,7 @@ def _check_cluster(
 ) -> Report:
     """One cluster's check, connected for it alone: its rules, extras and waivers, and the
     `manifests` named (`--manifests`, `stdin` standing for `-`); `asked`: `--to` is held to the
-    cluster's version (`checks.against_the_cluster`), as a fleet's is not."""
+    cluster's version (`checks.against_the_cluster`)."""
     reader = connect(cluster)
     try:
         return checks.check_cluster(
@@ -192,7 +192,9 @@ def _check_fleet(settings: Settings, args: argparse.Namespace) -> int:
 
     def one(name: str) -> Report:
         mine = waivers[name] if waivers is not None else None
-        return _check_cluster(settings, args, settings.clusters[name], target, rules, now, mine)
+        # A cluster already past `--to` is refused as `check --cluster` refuses it: its line in the
+        # matrix says so (not checked), and the others are checked.
+        return _check_cluster(settings, args, settings.clusters[name], target, rules, now, mine, asked=True)
 
     matrix = fleet_checks.check_fleet(clusters, one, target=target or "")
     if args.output in ("json", "yaml"):
