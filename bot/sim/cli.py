@@ -26,7 +26,8 @@ from bot.sim.world.scenario import ScenarioError, builtin_dir, builtin_scenarios
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="upgrade-bot sim", description="The simulated Kubernetes cluster.")
-    sub = parser.add_subparsers(dest="command", required=True)
+    # Not required here: `main` says so after an unknown flag is named, as the bot's `main` does.
+    sub = parser.add_subparsers(dest="command")
     serve = sub.add_parser("serve", help="serve a scenario on 127.0.0.1 until interrupted")
     serve.add_argument(
         "--scenario", default="small", help="a built-in scenario name or a YAML file (default: small)"
@@ -50,13 +51,22 @@ def _parser() -> argparse.ArgumentParser:
         help="serve the twin of one of the bot's snapshots, and print how it differs from its cluster "
         "(its snapshot and the check's findings; through `upgrade-bot sim fidelity SNAPSHOT`)",
     )
+    for command in sub.choices.values():
+        # `main` says an unknown argument with the usage of the subcommand it was given to.
+        command.set_defaults(parsed_by=command)
     return parser
 
 
 def main(argv: list[str]) -> int:
     parser = _parser()
     try:
-        args = parser.parse_args(argv)
+        # argparse hands a subcommand's unknown arguments up to `sim`'s parser, whose usage is not
+        # the one to show (`sim serve --bogus`).
+        args, unknown = parser.parse_known_args(argv)
+        if unknown:
+            getattr(args, "parsed_by", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
+        if args.command is None:
+            parser.error("the following arguments are required: command")
     except SystemExit as exc:
         return int(exc.code or 0)
     if args.command == "scenario":

@@ -5,6 +5,7 @@ it runs; the store, the clusters and Slack reached through `cli/connect.py` alon
 
 from __future__ import annotations
 
+import argparse
 import ast
 import importlib
 import subprocess
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.frontdoor.cli import OWN_PARSERS, VERBS, parser_for
+from bot.frontdoor.cli import OWN_PARSERS, VERBS, full_parser, main, parser_for
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "bot" / "frontdoor" / "cli"
@@ -132,3 +133,43 @@ def test_the_terminal_freezes_its_heap_as_it_exits_so_the_last_collections_skip_
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == "frozen True"
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    actions = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return next((dict(a.choices) for a in actions), {})
+
+
+def _innermost(verb: str) -> tuple[list[str], list[str]]:
+    """The words of `verb`'s first subcommand all the way down, and a value for each of its
+    positional arguments (its first choice, if it has choices)."""
+    words, parser = [verb], _subcommands(full_parser())[verb]
+    while subcommands := _subcommands(parser):
+        name, parser = next(iter(subcommands.items()))
+        words.append(name)
+    values = [str(a.choices[0]) if a.choices else "x" for a in parser._actions if not a.option_strings]
+    return words, values
+
+
+#: The subcommands that parse their own arguments (`OWN_PARSERS`), with what they require.
+OWN = [(["sim", "serve"], []), (["sim", "scenario"], ["--builtin", "small"]), (["snapshot", "export"], ["1"])]
+
+
+@pytest.mark.parametrize(
+    ("words", "values"),
+    [pytest.param(*case, id=" ".join(case[0])) for case in [*map(_innermost, VERBS), *OWN]],
+)
+def test_an_unknown_flag_is_refused_with_the_usage_of_the_subcommand_it_was_given_to(
+    words: list[str], values: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # argparse hands a subcommand's unknown arguments up to the top-level parser: the usage was
+    # `upgrade-bot [-h] [--version] COMMAND ...`, whatever the command.
+    try:
+        status = main([*words, *values, "--bogus"])
+    except SystemExit as exc:
+        status = exc.code
+    err = capsys.readouterr().err
+    command = " ".join(["upgrade-bot", *words])
+    assert status == 2, err
+    assert err.startswith(f"usage: {command} ["), err
+    assert err.splitlines()[-1] == f"{command}: error: unrecognized arguments: --bogus"

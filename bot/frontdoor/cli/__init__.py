@@ -113,8 +113,9 @@ def _dispatch(argv: list[str]) -> int:
     verb = next((word for word in argv if not word.startswith("-")), None)
     parser, handler = parser_for(verb)
     args, unknown = parser.parse_known_args(argv)
+    refusing = vars(args).pop(_REFUSED_BY, parser)
     if unknown:
-        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+        refusing.error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command is None or handler is None:
         parser.error("the following arguments are required: COMMAND")
     return handler(args)
@@ -131,10 +132,30 @@ def _exit_without_collecting() -> None:
     atexit.register(gc.freeze)
 
 
+#: Where `_Parser` names, in the namespace it fills, the parser that did not know an argument.
+_REFUSED_BY = "_refused_by"
+
+
+class _Parser(argparse.ArgumentParser):
+    """A parser that names itself in what it parses when an argument is unknown to it. argparse
+    hands a subcommand's unknown arguments up to the top-level parser, whose usage is not the one
+    to show (`upgrade-bot snapshot --bogus`); the innermost parser that did not know one names
+    itself first, and `main` reports with its usage. Its subcommands' parsers are of this class
+    too (argparse makes them of their parent's)."""
+
+    def parse_known_args(  # type: ignore[override]  # typeshed's overloads: one signature is enough here
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, unknown = super().parse_known_args(args, namespace)
+        if unknown and not hasattr(parsed, _REFUSED_BY):
+            setattr(parsed, _REFUSED_BY, self)
+        return parsed, unknown
+
+
 def parser_for(verb: str | None) -> tuple[argparse.ArgumentParser, Handler | None]:
     """The top-level parser, with `verb`'s own parser and handler when it is one of `VERBS`; the
     others are only their names and `--help`'s line, enough to list them and to refuse a typo."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="upgrade-bot",
         description="Run Kubernetes upgrades with your team in Slack.",
         epilog=EXIT_STATUSES,
@@ -143,7 +164,8 @@ def parser_for(verb: str | None) -> tuple[argparse.ArgumentParser, Handler | Non
     parser.add_argument("--version", action="version", version=f"upgrade-bot {__version__}")
     # Not required here: `main` says so after an unknown flag is named (argparse checks a required
     # subcommand first, and `upgrade-bot --bogus` would be told a COMMAND is missing).
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    # Its parsers are `_Parser`s, which a verb's `register` adds to as `argparse.ArgumentParser`s.
+    subparsers = cast(Subparsers, parser.add_subparsers(dest="command", metavar="COMMAND"))
     handler = None
     for name, line in VERBS.items():
         if name == verb or verb == EVERY_VERB:
