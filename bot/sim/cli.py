@@ -24,10 +24,11 @@ from bot.sim.cluster import SimCluster
 from bot.sim.world.scenario import ScenarioError, builtin_dir, builtin_scenarios
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="upgrade-bot sim", description="The simulated Kubernetes cluster.")
+def parser() -> argparse.ArgumentParser:
+    """`sim`'s arguments and subcommands (the bot's completion script completes them too)."""
+    sim = argparse.ArgumentParser(prog="upgrade-bot sim", description="The simulated Kubernetes cluster.")
     # Not required here: `main` says so after an unknown flag is named, as the bot's `main` does.
-    sub = parser.add_subparsers(dest="command")
+    sub = sim.add_subparsers(dest="command")
     serve = sub.add_parser("serve", help="serve a scenario on 127.0.0.1 until interrupted")
     serve.add_argument(
         "--scenario", default="small", help="a built-in scenario name or a YAML file (default: small)"
@@ -54,19 +55,19 @@ def _parser() -> argparse.ArgumentParser:
     for command in sub.choices.values():
         # `main` says an unknown argument with the usage of the subcommand it was given to.
         command.set_defaults(parsed_by=command)
-    return parser
+    return sim
 
 
 def main(argv: list[str]) -> int:
-    parser = _parser()
+    sim = parser()
     try:
         # argparse hands a subcommand's unknown arguments up to `sim`'s parser, whose usage is not
         # the one to show (`sim serve --bogus`).
-        args, unknown = parser.parse_known_args(argv)
+        args, unknown = sim.parse_known_args(argv)
         if unknown:
-            getattr(args, "parsed_by", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
+            getattr(args, "parsed_by", sim).error(f"unrecognized arguments: {' '.join(unknown)}")
         if args.command is None:
-            parser.error("the following arguments are required: command")
+            sim.error("the following arguments are required: command")
     except SystemExit as exc:
         return int(exc.code or 0)
     if args.command == "scenario":

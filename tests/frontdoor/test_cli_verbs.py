@@ -41,7 +41,10 @@ def test_each_verb_is_a_module_named_after_it_that_registers_the_line_help_shows
 
 @pytest.mark.parametrize("module", sorted(set(OWN_PARSERS.values())))
 def test_each_command_with_its_own_parser_has_a_main(module: str) -> None:
-    assert callable(importlib.import_module(f"bot.frontdoor.cli.{module}").main)
+    own = importlib.import_module(f"bot.frontdoor.cli.{module}")
+    assert callable(own.main)
+    # What the completion script completes after its words.
+    assert isinstance(own.parser(), argparse.ArgumentParser)
 
 
 def _imported_after(*argv: str) -> set[str]:

@@ -143,6 +143,11 @@ def test_completion_scripts_name_every_verb(shell: str) -> None:
     assert result.returncode == 0, result.stderr
     for verb in ("rehearse", "exec", "check", "completion"):
         assert verb in result.stdout
+    # `sim …` and `snapshot export` parse their own arguments: their subcommands and options too.
+    assert "_shtab_upgrade_bot_sim_serve_option" in result.stdout
+    assert "_shtab_upgrade_bot_sim_scenario_option" in result.stdout
+    assert "_shtab_upgrade_bot_snapshot_export_option" in result.stdout
+    assert "--from-snapshot" in result.stdout
 
 
 def test_bash_completes_verbs_and_options_with_the_generated_script(tmp_path: Path) -> None:
@@ -162,10 +167,23 @@ def test_bash_completes_verbs_and_options_with_the_generated_script(tmp_path: Pa
         "ask upgrade-bot reh\n"
         "ask upgrade-bot rehearse --pl\n"
         "ask upgrade-bot completion ''\n"
+        # The commands that parse their own arguments complete as the others do.
+        "ask upgrade-bot sim ''\n"
+        "ask upgrade-bot sim serve --p\n"
+        "ask upgrade-bot sim scenario --f\n"
+        "ask upgrade-bot snapshot ''\n"
+        "ask upgrade-bot snapshot export -o ''\n"
+        "ask upgrade-bot snapshot pre --cl\n"
     )
     result = subprocess.run([bash, "-c", probe], capture_output=True, text=True, check=False, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
-    verbs, options, shells, _ = result.stdout.split("--\n")
+    verbs, options, shells, sim, serve, scenario, snapshot, export, labelled, _ = result.stdout.split("--\n")
     assert verbs.split() == ["rehearse", "rehearse-fleet"]
     assert options.split() == ["--plain"]
     assert shells.split() == ["bash", "zsh"]
+    assert sim.split() == ["serve", "scenarios", "scenario", "fidelity"]
+    assert serve.split() == ["--port"]
+    assert scenario.split() == ["--from-snapshot"]
+    assert snapshot.split() == ["export"]
+    assert export.split() == ["json", "yaml", "wide", "kubectl-wide"]
+    assert labelled.split() == ["--cluster"]

@@ -89,6 +89,8 @@ class Verb(Protocol):
 class OwnParser(Protocol):
     def main(self, argv: list[str]) -> int: ...
 
+    def parser(self) -> argparse.ArgumentParser: ...
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     _exit_without_collecting()
@@ -183,6 +185,15 @@ EVERY_VERB = "*"
 def full_parser() -> argparse.ArgumentParser:
     """The top-level parser with every verb's arguments: what `scripts/gen_docs.py` documents."""
     return parser_for(EVERY_VERB)[0]
+
+
+def own_parsers() -> dict[tuple[str, ...], argparse.ArgumentParser]:
+    """The parser of each command that parses its own arguments, by its words (`OWN_PARSERS`),
+    shortest first: what the completion script completes after those words."""
+    return {
+        words: cast(OwnParser, _module(name)).parser()
+        for words, name in sorted(OWN_PARSERS.items(), key=lambda item: len(item[0]))
+    }
 
 
 def _module(name: str) -> object:

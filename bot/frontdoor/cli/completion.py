@@ -4,8 +4,9 @@ same parser `--help` and the command reference come from (every verb, option and
     upgrade-bot completion bash > ~/.local/share/bash-completion/completions/upgrade-bot
     upgrade-bot completion zsh > "${fpath[1]}/_upgrade-bot"
 
-The commands that parse their own arguments (`sim …`, `snapshot export`) complete their first word
-only."""
+The commands that parse their own arguments (`sim …`, `snapshot export`) are not in that parser
+but beside it (`OWN_PARSERS`); the script's parser has each where its words lead, so `sim serve
+--port` and `snapshot export -o yaml` complete as the others do."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import sys
 
 import shtab
 
-from bot.frontdoor.cli import full_parser
+from bot.frontdoor.cli import full_parser, own_parsers
 from bot.frontdoor.cli.options import EXIT_OK, Handler, Subparsers
 
 SHELLS = ("bash", "zsh")
@@ -32,5 +33,42 @@ def register(subparsers: Subparsers) -> Handler:
 
 
 def _completion(args: argparse.Namespace) -> int:
-    sys.stdout.write(shtab.complete(full_parser(), shell=args.shell))
+    sys.stdout.write(shtab.complete(completion_parser(), shell=args.shell))
     return EXIT_OK
+
+
+def completion_parser() -> argparse.ArgumentParser:
+    """`full_parser`, with each command that parses its own arguments put where its words lead
+    (`sim` and then `sim scenario`, `snapshot export`)."""
+    root = full_parser()
+    for words, own in own_parsers().items():
+        *path, last = words
+        parent = root
+        for word in path:
+            parent = _subcommands(parent).choices[word]
+        _graft(parent, last, own)
+    return root
+
+
+def _graft(parent: argparse.ArgumentParser, name: str, own: argparse.ArgumentParser) -> None:
+    """`own` as `parent`'s subcommand `name`, in place of the one of that name it has (`sim`'s
+    line in the verbs' table; `sim`'s own `scenario`, which the bot's replaces)."""
+    subcommands = _subcommands(parent, create=True)
+    if name not in subcommands.choices:
+        # shtab describes a subcommand by its description, else by this line: one of the two.
+        subcommands.add_parser(name, help=own.description or name)
+    subcommands.choices[name] = own
+    first = next(a for a in parent._actions if not a.option_strings)
+    if first is not subcommands:
+        # `snapshot [LABEL…]`: the shell completes the first positional there, whose values are
+        # any text; the subcommand's name is the one value it can offer.
+        first.choices = [*(first.choices or ()), name]
+
+
+def _subcommands(parser: argparse.ArgumentParser, *, create: bool = False) -> Subparsers:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return action
+    if not create:
+        raise KeyError(f"{parser.prog} has no subcommands")
+    return parser.add_subparsers(metavar="COMMAND")

@@ -85,7 +85,8 @@ def verb_parser(
 
 def own_parser(prog: str, description: str) -> argparse.ArgumentParser:
     """The parser of a command that parses its own arguments (`sim fidelity`, `sim scenario`): its
-    help ends with the exit statuses; `parse_own` adds `--config` and `--log-level`."""
+    help ends with the exit statuses; `own_options` adds `--config` and `--log-level` after the
+    command's own."""
     return argparse.ArgumentParser(
         prog=prog,
         description=description,
@@ -94,11 +95,15 @@ def own_parser(prog: str, description: str) -> argparse.ArgumentParser:
     )
 
 
-def parse_own(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace | int:
-    """`argv` parsed with `--config` and `--log-level` added, or the exit status of `--help` or of
-    a usage error (argparse has printed it)."""
+def own_options(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """`parser` (an `own_parser`) with `--config` and `--log-level`."""
     parser.add_argument("--config", metavar="PATH")
     parser.add_argument("--log-level", choices=LOG_LEVELS)
+    return parser
+
+
+def parse_own(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace | int:
+    """`argv` parsed, or the exit status of `--help` or of a usage error (argparse has printed it)."""
     try:
         return parser.parse_args(argv)
     except SystemExit as exc:

@@ -3,14 +3,22 @@ its own arguments; the bot never imports it. (`sim scenario` is the bot's: `sim_
 
 from __future__ import annotations
 
+import argparse
+
 from bot.frontdoor.cli.options import Handler, Subparsers
 from bot.sim.cli import main as sim_main
+from bot.sim.cli import parser as sim_parser
 
 
 def register(subparsers: Subparsers) -> Handler:
     """Only `--help`'s line: `main` hands `sim …` to `main` here before parsing anything."""
     subparsers.add_parser("sim", help="the simulated cluster: `upgrade-bot sim --help`", add_help=False)
     return lambda args: main([])
+
+
+def parser() -> argparse.ArgumentParser:
+    """`sim`'s own parser: its subcommands, for the completion script."""
+    return sim_parser()
 
 
 def main(argv: list[str]) -> int:

@@ -34,7 +34,7 @@ from bot.core.snapshots.provider import provider_of
 from bot.errors import BotError, UsageError
 from bot.frontdoor.cli.config import settings_for
 from bot.frontdoor.cli.connect import connect, sim_aws, stored_snapshot
-from bot.frontdoor.cli.options import EXIT_FOUND, EXIT_OK, own_parser, parse_own, refused
+from bot.frontdoor.cli.options import EXIT_FOUND, EXIT_OK, own_options, own_parser, parse_own, refused
 from bot.logsetup import configure_logging
 from bot.records import ClusterConfig, EksProvider
 from bot.sim import SimCluster
@@ -42,18 +42,23 @@ from bot.sim.world.scenario import ScenarioError
 from bot.sim.world.twin import dump_scenario, scenario_from_snapshot
 
 
-def main(argv: list[str]) -> int:
-    """`sim fidelity`'s arguments (after those two words)."""
-    parser = own_parser(
+def parser() -> argparse.ArgumentParser:
+    """`sim fidelity`'s arguments (also what the completion script completes)."""
+    fidelity = own_parser(
         "upgrade-bot sim fidelity",
         "Serve the twin of a stored snapshot, snapshot and check it, and print how it "
         "differs from the cluster (its snapshot, and the check's findings on it); exit 3 on any "
         "difference.",
     )
-    parser.add_argument("snapshot", metavar="SNAPSHOT", help="a stored snapshot's id or label")
-    parser.add_argument("--cluster", help="which cluster (default: the only one)")
-    parser.add_argument("--to", help="the target version the check looks at (default: one minor above)")
-    args = parse_own(parser, argv)
+    fidelity.add_argument("snapshot", metavar="SNAPSHOT", help="a stored snapshot's id or label")
+    fidelity.add_argument("--cluster", help="which cluster (default: the only one)")
+    fidelity.add_argument("--to", help="the target version the check looks at (default: one minor above)")
+    return own_options(fidelity)
+
+
+def main(argv: list[str]) -> int:
+    """`sim fidelity`'s arguments (after those two words)."""
+    args = parse_own(parser(), argv)
     if isinstance(args, int):
         return args
     configure_logging(args.log_level or "WARNING", [])

@@ -3,31 +3,37 @@ simulated cluster, a twin of a cluster (the bot's stored snapshot, read here) or
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
 from bot.errors import BotError
 from bot.frontdoor.cli.config import settings_for
 from bot.frontdoor.cli.connect import stored_snapshot
-from bot.frontdoor.cli.options import EXIT_OK, EXIT_USAGE, own_parser, parse_own, refused
+from bot.frontdoor.cli.options import EXIT_OK, EXIT_USAGE, own_options, own_parser, parse_own, refused
 from bot.logsetup import configure_logging
 from bot.sim.world.scenario import builtin_dir, builtin_scenarios
 from bot.sim.world.twin import dump_scenario, scenario_from_snapshot
 
 
-def main(argv: list[str]) -> int:
-    """`sim scenario`'s arguments (after those two words): a scenario file on standard output."""
-    parser = own_parser(
+def parser() -> argparse.ArgumentParser:
+    """`sim scenario`'s arguments (also what the completion script completes)."""
+    scenario = own_parser(
         "upgrade-bot sim scenario",
         "Write a scenario file: a twin of a cluster from a stored snapshot, or a built-in.",
     )
-    source = parser.add_mutually_exclusive_group(required=True)
+    source = scenario.add_mutually_exclusive_group(required=True)
     source.add_argument("--from-snapshot", metavar="LABEL", help="a stored snapshot's id or label")
     source.add_argument("--builtin", metavar="NAME", help="a built-in scenario (`upgrade-bot sim scenarios`)")
-    parser.add_argument("--cluster", help="with a label: which cluster (default: the only one)")
-    parser.add_argument("--name", help="the scenario's name (default: CLUSTER-twin)")
-    parser.add_argument("--out", metavar="FILE", help="write here instead of standard output")
-    args = parse_own(parser, argv)
+    scenario.add_argument("--cluster", help="with a label: which cluster (default: the only one)")
+    scenario.add_argument("--name", help="the scenario's name (default: CLUSTER-twin)")
+    scenario.add_argument("--out", metavar="FILE", help="write here instead of standard output")
+    return own_options(scenario)
+
+
+def main(argv: list[str]) -> int:
+    """`sim scenario`'s arguments (after those two words): a scenario file on standard output."""
+    args = parse_own(parser(), argv)
     if isinstance(args, int):
         return args
     configure_logging(args.log_level or "WARNING", [])

@@ -19,6 +19,7 @@ def parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     export = argparse.ArgumentParser(
         prog="upgrade-bot snapshot export",
+        description="Print a stored snapshot's body: JSON, YAML, or kubectl's wide table.",
         parents=[common],
         epilog=EXIT_STATUSES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
