@@ -489,7 +489,7 @@ def pipeline_hooks_section(v: YamlValidator, node: yaml.Node, base_dir: Path) ->
     """`pipeline_hooks: {SOURCE: {secret_file}}`: each secret is read now, so a wrong path or a
     short secret is caught at start; a secret never appears in an error or a log line."""
     out: dict[str, bytes] = {}
-    for name, source in v.mapping(node, "pipeline_hooks", None).items():
+    for name, source in v.items(node, "pipeline_hooks", keys_of("pipeline_hooks.*"), "source").items():
         key = f"pipeline_hooks.{name}"
         if not NAME_PATTERN.match(name):
             v.error(source, key, "source names are lower-case letters, digits, '.', '-' and '_'")
@@ -548,7 +548,8 @@ def cluster_section(v: YamlValidator, name: str, node: yaml.Node, base_dir: Path
     context = v.string(c.get("context"), f"{key}.context")
     if in_cluster and (kubeconfig or context):
         v.error(node, key, "use either in_cluster: true or kubeconfig/context, not both")
-    if not in_cluster and kubeconfig is None:
+    # Missing, not merely unread: a `kubeconfig:` or `in_cluster:` whose value was refused is said once.
+    if "kubeconfig" not in c and in_cluster is not True and (in_cluster is False or "in_cluster" not in c):
         v.error(node, f"{key}.kubeconfig", "missing key (or set in_cluster: true)")
     timeout = v.number(
         c.get("request_timeout"), f"{key}.request_timeout", **bounds("clusters.*.request_timeout")

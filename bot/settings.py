@@ -346,7 +346,7 @@ _Top = Mapping[str, yaml.Node]
 def _clusters(v: YamlValidator, top: _Top, base_dir: Path) -> dict[str, ClusterConfig]:
     clusters: dict[str, ClusterConfig] = {}
     if "clusters" in top:
-        for name, cnode in v.mapping(top["clusters"], "clusters", None).items():
+        for name, cnode in v.items(top["clusters"], "clusters", keys_of("clusters.*"), "cluster").items():
             clusters[name] = cluster_section(v, name, cnode, base_dir)
     return clusters
 

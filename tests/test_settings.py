@@ -118,6 +118,67 @@ def test_invalid_values_are_named(text: str, expected: str) -> None:
     assert caught.value.user_message.startswith("cfg.yaml:")
 
 
+EXAMPLE = Path(__file__).resolve().parent.parent / "upgrade-bot.example.yaml"
+
+
+def _problems(text: str) -> tuple[str, ...]:
+    with pytest.raises(ConfigError) as caught:
+        parse_settings(text, source=EXAMPLE, env={"SLACK_BOT_TOKEN": "xoxb-a-b"})
+    return tuple(p.removeprefix(f"{EXAMPLE}:") for p in caught.value.problems)
+
+
+@pytest.mark.parametrize(
+    ("slip", "problem"),
+    [
+        # A cluster's last key indented as the next cluster's name: "expected a mapping" and the
+        # kubeconfig that "cluster" lacked.
+        (
+            ("    request_timeout: 10", "  request_timeout: 10"),
+            "13: clusters.request_timeout: indented as a cluster's name, but it is a key of a cluster: "
+            "indent it under `prod` (line 10)",
+        ),
+        # An only key so indented: `staging` empty and its kubeconfig missing, twice over.
+        (
+            ("    in_cluster: true", "  in_cluster: true"),
+            "18: clusters.in_cluster: indented as a cluster's name, but it is a key of a cluster: "
+            "indent it under `staging` (line 17)",
+        ),
+        (
+            (
+                "    in_cluster: true",
+                "  in_cluster: true\n  request_timeout: 3\n  provider:\n    eks: {name: s}",
+            ),
+            "18: clusters.in_cluster: indented as a cluster's name (and request_timeout, provider after "
+            "it), but these are keys of a cluster: indent them under `staging` (line 17)",
+        ),
+        # A value refused is not a key missing as well.
+        (
+            ("    in_cluster: true", "    in_cluster: 5"),
+            "18: clusters.staging.in_cluster: expected true or false",
+        ),
+        (
+            ("    kubeconfig: ~/.kube/config", "    kubeconfig: [a]"),
+            "11: clusters.prod.kubeconfig: expected a string",
+        ),
+    ],
+)
+def test_one_slip_in_the_clusters_is_one_problem_that_names_it(slip: tuple[str, str], problem: str) -> None:
+    text = EXAMPLE.read_text()
+    assert slip[0] in text
+    assert _problems(text.replace(slip[0], slip[1], 1)) == (problem,)
+
+
+def test_a_cluster_named_as_a_key_of_a_cluster_is_a_cluster_and_a_scalar_one_is_one_problem() -> None:
+    settings = parse_settings("clusters:\n  labels:\n    in_cluster: true\n", source=Path("cfg.yaml"), env={})
+    assert list(settings.clusters) == ["labels"]
+    with pytest.raises(ConfigError) as caught:
+        parse_settings("clusters:\n  prod: ./kubeconfig\n  lab:\n", source=Path("cfg.yaml"), env={})
+    assert caught.value.problems == (
+        "cfg.yaml:2: clusters.prod: expected a mapping",
+        "cfg.yaml:3: clusters.lab: missing value",
+    )
+
+
 def test_the_example_config_is_valid() -> None:
     example = Path(__file__).resolve().parent.parent / "upgrade-bot.example.yaml"
     settings = parse_settings(example.read_text(), source=example, env={"SLACK_BOT_TOKEN": "xoxb-a-b"})

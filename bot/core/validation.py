@@ -227,6 +227,17 @@ def is_null(node: yaml.Node | None) -> bool:
     return isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null"
 
 
+def _item_key(name: str, value: yaml.Node, item_keys: set[str]) -> bool:
+    """An entry of a mapping of named items that is one of an item's keys (`YamlValidator.items`):
+    its name is one, and its value is no item (a scalar or list, or a mapping of other keys:
+    `provider: {eks: …}`). A cluster named `labels` whose keys are a cluster's is one."""
+    if name not in item_keys:
+        return False
+    if not isinstance(value, yaml.MappingNode):
+        return True
+    return any(not isinstance(k, yaml.ScalarNode) or str(k.value) not in item_keys for k, _ in value.value)
+
+
 def _comment_hint(node: yaml.Node) -> str:
     """`operations: #ops` reads as empty: YAML takes ` #` as a comment. Say so."""
     mark = node.start_mark
@@ -291,6 +302,37 @@ class YamlValidator:
             if name in out:
                 self.error(knode, dotted, "duplicate key")
             out[name] = vnode
+        return out
+
+    def items(self, node: yaml.Node, key: str, item_keys: set[str], what: str) -> dict[str, yaml.MappingNode]:
+        """A mapping of named mappings (`clusters:`: a name → a cluster, whose keys are
+        `item_keys`): the entries that are mappings. Any other entry is one problem, not one more
+        for each key it then lacks. One of an item's keys written at the names' level (a line
+        indented too little: `request_timeout:` under `clusters:` as a cluster's name) is said as
+        that slip, under the item above it; an item left empty by it is not said again."""
+        entries = self.mapping(node, key, None)
+        keys = {str(k.value): k for k, _ in node.value} if entries else {}
+        out: dict[str, yaml.MappingNode] = {}
+        # The item above → its keys written at the names' level below it (None: above the first).
+        slipped: dict[str | None, list[str]] = {}
+        owner: str | None = None
+        for name, value in entries.items():
+            if _item_key(name, value, item_keys):
+                slipped.setdefault(owner, []).append(name)
+                continue
+            owner = name
+            if isinstance(value, yaml.MappingNode):
+                out[name] = value
+        for above, names in slipped.items():
+            under = f"`{above}` (line {keys[above].start_mark.line + 1})" if above else f"a {what}'s name"
+            first, *more = names
+            also = f" (and {', '.join(more)} after it), but these are keys" if more else ", but it is a key"
+            them = "them" if more else "it"
+            message = f"indented as a {what}'s name{also} of a {what}: indent {them} under {under}"
+            self.error(keys[first], f"{key}.{first}", message)
+        for name, value in entries.items():
+            if name not in out and name not in slipped and not _item_key(name, value, item_keys):
+                self.mapping(value, f"{key}.{name}", None)  # says what it is instead
         return out
 
     def _scalar(self, node: yaml.Node | None, key: str, kind: str) -> Any:
