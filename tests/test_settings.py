@@ -168,6 +168,16 @@ def test_one_slip_in_the_clusters_is_one_problem_that_names_it(slip: tuple[str, 
     assert _problems(text.replace(slip[0], slip[1], 1)) == (problem,)
 
 
+def test_a_yaml_slip_in_the_configuration_exits_2_in_plain_words(write_config: Callable[..., Path]) -> None:
+    path = write_config("channels:\n  announcements: C0ANN\n   operations: C0OPS\n")
+    line = one_line_error(run_bot("exec", "help", "--config", str(path)))
+    lineno = path.read_text().splitlines().index("   operations: C0OPS") + 1
+    assert line == (
+        f"upgrade-bot: {path}:{lineno}:4: invalid YAML: `operations:` is indented deeper than `announcements:` "
+        f"above it (line {lineno - 1}), whose value is already on that line: a key indented 1 space too far?"
+    )
+
+
 def test_a_cluster_named_as_a_key_of_a_cluster_is_a_cluster_and_a_scalar_one_is_one_problem() -> None:
     settings = parse_settings("clusters:\n  labels:\n    in_cluster: true\n", source=Path("cfg.yaml"), env={})
     assert list(settings.clusters) == ["labels"]

@@ -115,7 +115,7 @@ def test_a_file_that_is_not_utf8_names_the_line_and_byte(tmp_path: Path) -> None
 def test_a_nul_byte_is_invalid_yaml_on_its_line(tmp_path: Path) -> None:
     config = config_with(tmp_path, "timezone: UTC\x00\n")
     line = the_one_line(run_exec_help(config))
-    assert f"{config}:{line_of(config, 'timezone:')}: invalid YAML: unacceptable character #x0000" in line
+    assert f"{config}:{line_of(config, 'timezone:')}:14: invalid YAML: unacceptable character #x0000" in line
 
 
 def test_a_fifo_as_the_config_is_refused_without_waiting_for_a_writer(tmp_path: Path) -> None:

@@ -4,7 +4,9 @@
 FIFO or a device, which would block or never end), at most `MAX_DOCUMENT_BYTES`, strict UTF-8,
 nesting at most `MAX_DEPTH` levels, and only the standard YAML tags (nothing is ever constructed
 from a tag such as `!!python/name`). Each refuses with a `ConfigError`: one line naming the
-file, the line and, where there is one, the dotted key (plans turn it into `PlanInvalid`).
+file, the line and, where there is one, the dotted key (plans turn it into `PlanInvalid`); a
+YAML syntax error names the column too and is said in plain words (`bot.yamlsyntax`), not the
+parser's.
 
 `YamlValidator` walks PyYAML's node tree instead of the loaded objects, so every problem names
 the file, the line and the dotted key, and every problem is collected before one error is raised.
@@ -25,6 +27,7 @@ from bot.core.people import GROUP_ID, USER_ID
 from bot.errors import ConfigError
 from bot.files import NotRegular, TooLarge, Unreadable, read_bounded
 from bot.logsetup import mask_tokens
+from bot.yamlsyntax import read_slip
 
 # Names of clusters, roles and plans: lower case, digits, and . _ -
 NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
@@ -196,16 +199,10 @@ def compose_document(text: str, label: str) -> yaml.Node | None:
             f"{_at(label, exc)} \\u{exc.code:04x} is half of a UTF-16 pair, "
             "not a character: write the character itself, or \\U0001F680-style for one beyond \\uFFFF"
         ) from None
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = f":{mark.line + 1}" if mark else ""
-        raise ConfigError(f"{label}{line}: invalid YAML: {exc.problem or exc.context}") from None
-    except yaml.reader.ReaderError as exc:
-        lineno = text.count("\n", 0, exc.position) + 1
-        char: Any = exc.character  # an int (a code point) for the characters YAML refuses
-        code = f"#x{char:04x}" if isinstance(char, int) else shown(char)
-        raise ConfigError(f"{label}:{lineno}: invalid YAML: unacceptable character {code}") from None
     except yaml.YAMLError as exc:
+        slip = read_slip(exc, text, label)
+        if slip is not None:
+            raise ConfigError(f"{label}:{slip.line}:{slip.column}: invalid YAML: {slip.reading}") from None
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise ConfigError(f"{label}: invalid YAML: {first}") from None
     except RecursionError:

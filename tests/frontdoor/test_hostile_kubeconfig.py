@@ -76,13 +76,17 @@ def _nul_bytes(tmp_path: Path) -> Path:
 
 
 HOSTILE: dict[str, tuple[Callable[[Path], Path], str]] = {
-    "garbage": (_garbage, "not valid YAML at line 3 (did not find expected ',' or '}')"),
+    "garbage": (
+        _garbage,
+        "not valid YAML at line 3, column 12: this `{` is never closed: a missing `}`? "
+        "(a value holding `:`, `,`, `[`, `]`, `{` or `}` needs quotes)",
+    ),
     "dev-zero": (lambda _: Path("/dev/zero"), "not a regular file (a device)"),
     "fifo": (_fifo, "not a regular file (a FIFO)"),
     "directory": (_directory, "not a regular file (a directory)"),
     "huge": (_huge, "larger than 4 MiB; is this the right file?"),
     "list": (_a_list, "not a kubeconfig (its top level is a list, not a mapping)"),
-    "nul": (_nul_bytes, "not valid YAML at line 2 (unacceptable character #x0000)"),
+    "nul": (_nul_bytes, "not valid YAML at line 2, column 1: unacceptable character #x0000"),
 }
 
 

@@ -35,6 +35,21 @@ def test_cli_validate_exits_0_for_a_good_plan_and_2_listing_every_problem(tmp_pa
     assert "Traceback" not in bad.stderr
 
 
+def test_cli_validate_says_a_yaml_slip_in_plain_words_with_its_line_and_column(tmp_path: Path) -> None:
+    text = (PLANS / "eks-managed.yaml").read_text()
+    plan = tmp_path / "slip.yaml"
+    plan.write_text(text.replace("\n  timeout: 2h\n", "\n\ttimeout: 2h\n", 1))
+    line = text.splitlines().index("  timeout: 2h") + 1
+    result = subprocess.run(
+        [*bot_command(), "plan", "validate", str(plan)], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1] == (
+        f"• {plan}:{line}:1: invalid YAML: a tab character: YAML indents with spaces (replace the tab with spaces)"
+    )
+    assert "cannot start any token" not in result.stderr
+
+
 def test_cli_validate_warns_of_steps_left_on_another_upgrade_s_versions(tmp_path: Path) -> None:
     # Last quarter's plan copied, one step left behind and one typed a minor too far.
     text = (PLANS / "eks-managed.yaml").read_text()

@@ -312,6 +312,17 @@ def test_a_plan_uploaded_to_slack_is_loaded_by_its_link_and_a_bad_one_lists_its_
     assert "plan.yaml:14: steps[0](wipe).done.any_of: unknown role 'sre'" in refused
     assert "plan.yaml:18: steps[1](after).gate.any_of: unknown role 'sre'" in refused
     assert "ref " in refused  # a correlation id, never a traceback
+    # A YAML slip is said to its sender alone, in plain words, at its line and column.
+    bot.stub.files["F0SLIP"] = DRILL.replace(
+        "    title: Check the dashboards", "     title: Check the dashboards"
+    )
+    slipped = bot.command(f"plan load {bot.stub.file_url('F0SLIP')}")
+    assert bot.stub.responses[-1]["response_type"] == "ephemeral"
+    assert (
+        "plan.yaml:17:6: invalid YAML: `title:` is indented deeper than `id:` above it (line 16), whose value "
+        "is already on that line: a key indented 1 space too far?"
+    ) in slipped
+    assert "mapping values" not in slipped
     shown = bot.command("plan show drill")
     assert "`wipe` Delete the old node group" in shown
     assert "destructive" in shown

@@ -4,7 +4,6 @@ on them with a traceback, and their current context named for messages."""
 from __future__ import annotations
 
 import os
-from typing import Any
 
 import yaml
 
@@ -12,6 +11,7 @@ from bot.adapters.kube.lean import _kubernetes
 from bot.errors import ConfigError
 from bot.files import TooLarge, Unreadable, read_bounded
 from bot.logsetup import mask_tokens
+from bot.yamlsyntax import read_slip
 
 #: A kubeconfig is a few kilobytes per cluster (its certificates inline); one of hundreds of
 #: clusters stays under a megabyte. A bigger file is the wrong file, and YAML-parsing it would
@@ -54,18 +54,12 @@ def _check_kubeconfig_text(label: str, data: bytes) -> None:
         raise ConfigError(f"{label}: not UTF-8 text at line {line} (byte {exc.start})") from None
     try:
         loaded = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except yaml.MarkedYAMLError as exc:
-        # Where the construct began (an unclosed bracket's line) says more than where the parser
-        # gave up (often the end of the file).
-        mark = exc.context_mark or exc.problem_mark
-        at = f" at line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"{label}: not valid YAML{at} ({exc.problem or exc.context})") from None
-    except yaml.reader.ReaderError as exc:
-        line = text.count("\n", 0, exc.position) + 1
-        char: Any = exc.character  # an int, the code point YAML refuses
-        code = f"#x{char:04x}" if isinstance(char, int) else repr(char)
-        raise ConfigError(f"{label}: not valid YAML at line {line} (unacceptable character {code})") from None
     except yaml.YAMLError as exc:
+        slip = read_slip(exc, text, label)
+        if slip is not None:
+            raise ConfigError(
+                f"{label}: not valid YAML at line {slip.line}, column {slip.column}: {slip.reading}"
+            ) from None
         first = (str(exc).splitlines() or [type(exc).__name__])[0]
         raise ConfigError(f"{label}: not valid YAML ({first[:120]})") from None
     except RecursionError:

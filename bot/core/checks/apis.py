@@ -68,6 +68,7 @@ from bot.core.kube.helm import (
 )
 from bot.decoders import convert
 from bot.errors import ClusterError, ClusterUnreachable, UsageError, UserError
+from bot.yamlsyntax import read_slip
 
 log = logging.getLogger(__name__)
 
@@ -548,9 +549,9 @@ def manifest_findings(paths: Sequence[Path], target: str, *, stdin: str | None =
             unreadable.append(f"{path}: {exc}")
             continue
         except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-            unreadable.append(f"{where}: not YAML ({getattr(exc, 'problem', None) or exc})")
+            slip = read_slip(exc, text, str(path))
+            where = f"{path}:{slip.line}:{slip.column}" if slip is not None else str(path)
+            unreadable.append(f"{where}: not YAML: {slip.reading if slip is not None else exc}")
             continue
         for obj in objects:
             where = f"{path}:{obj.line} {_named(obj.kind, obj.namespace, obj.name)}"

@@ -245,7 +245,12 @@ def test_a_file_that_is_not_yaml_is_named_and_a_missing_path_is_a_usage_error(tm
     (tmp_path / "old.yaml").write_text(_manifest("PodSecurityPolicy", "policy/v1beta1", "psp"))
     findings = manifest_findings([tmp_path], "1.25")
     assert [f.id for f in findings] == [API_REMOVED, API_UNREADABLE]
-    assert findings[1].objects[0].startswith(f"{tmp_path / 'chart.yaml'}:3: not YAML")
+    # Said where the Helm template's `{{` opened, in plain words, not where the parser gave up.
+    assert (
+        findings[1]
+        .objects[0]
+        .startswith(f"{tmp_path / 'chart.yaml'}:2:7: not YAML: this `{{` is never closed")
+    )
     with pytest.raises(UserError, match="no such file"):
         manifest_findings([tmp_path / "missing.yaml"], "1.25")
     with pytest.raises(UserError, match="not a Kubernetes version"):

@@ -174,10 +174,13 @@ def test_a_bad_plan_lists_every_problem_with_its_line() -> None:
     assert "8 problem(s)" in caught.value.user_message
 
 
-def test_yaml_syntax_errors_carry_the_line() -> None:
+def test_yaml_syntax_errors_carry_the_line_and_column_in_plain_words() -> None:
     with pytest.raises(PlanInvalid) as caught:
         parse_plan("name: x\nsteps: [\n", source="p.yaml")
-    assert caught.value.errors[0].startswith("p.yaml:3: invalid YAML")
+    assert caught.value.errors == [
+        "p.yaml:2:8: invalid YAML: this `[` is never closed: a missing `]`? "
+        "(a value holding `:`, `,`, `[`, `]`, `{` or `}` needs quotes)"
+    ]
 
 
 def test_unknown_slack_users_are_errors_through_the_api(slack_stub: SlackStub) -> None:
