@@ -21,7 +21,7 @@ from typing import Any
 
 from bot.core.durations import GRAMMAR
 from bot.core.people import CHANNEL_ID, GROUP_ID, USER_ID
-from bot.core.validation import NAME_PATTERN
+from bot.core.validation import NAME_PATTERN, Home
 
 SCHEMA_ID = "https://upgrade-bot.example/upgrade-bot.schema.json"
 
@@ -575,6 +575,23 @@ def _at(path: str) -> Key:
                 raise KeyError(f"{path}: {name} is not a list of mappings")
             key = key.items
     return key
+
+
+#: What one entry of a top-level list, or of a mapping of named entries, is called in messages.
+_ENTRY = {"clusters": "cluster", "pipeline_hooks": "source", "windows": "window", "freezes": "freeze"}
+
+
+def homes() -> dict[str, Home]:
+    """The top-level sections by the keys under them (under each entry, for a list or a mapping of
+    names): one of those keys written at the top level was meant under its section."""
+    out: dict[str, Home] = {}
+    for name, key in KEYS.items():
+        entry = key.items or key.names
+        if key.keys is not None:
+            out[name] = Home(frozenset(key.keys))
+        elif entry is not None and entry.keys is not None:
+            out[name] = Home(frozenset(entry.keys), entry=_ENTRY.get(name, "entry"))
+    return out
 
 
 def keys_of(path: str) -> set[str]:

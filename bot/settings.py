@@ -21,6 +21,7 @@ import yaml
 
 from bot.configschema import (
     bounds,
+    homes,
     int_bounds,
     keys_of,
 )
@@ -273,7 +274,7 @@ def parse_settings(text: str, *, source: Path | None, env: Mapping[str, str]) ->
     if node is None:
         node = yaml.MappingNode("tag:yaml.org,2002:map", [])
     v = YamlValidator(label)
-    top = v.mapping(node, "", keys_of(""))
+    top = v.mapping(node, "", keys_of(""), homes())
     base_dir = source.parent if source else Path.cwd()
 
     clusters = _clusters(v, top, base_dir)

@@ -168,6 +168,53 @@ def test_one_slip_in_the_clusters_is_one_problem_that_names_it(slip: tuple[str, 
     assert _problems(text.replace(slip[0], slip[1], 1)) == (problem,)
 
 
+@pytest.mark.parametrize(
+    ("slip", "problem"),
+    [
+        # `operations:` at column 1 under `channels:` was "unknown key (did you mean 'actions'?)".
+        (
+            ("  operations: C0UPGRADES", "operations: C0UPGRADES"),
+            "23: operations: `operations` is a key of `channels:`: indent it under `channels:` (line 21)",
+        ),
+        (
+            ("  grace: 30m", "grace: 30m"),
+            "56: grace: `grace` is a key of `announcements:`: indent it under `announcements:` (line 54)",
+        ),
+        # A key of a list's entry: said under the entry above it (`zone` is a freeze's too).
+        (
+            ("    zone: Asia/Tokyo", "zone: Asia/Tokyo"),
+            "46: zone: `zone` is a key of a window under `windows:`: indent it under the window above it (line 43)",
+        ),
+        # ... and not again as the key the freeze then lacks.
+        (
+            ("    reason: year-end change freeze", "reason: year-end change freeze"),
+            "50: reason: `reason` is a key of a freeze under `freezes:`: indent it under the freeze above it "
+            "(line 48)",
+        ),
+        # A cluster's only key: not also "clusters.staging: missing value".
+        (
+            ("    in_cluster: true", "in_cluster: true"),
+            "18: in_cluster: `in_cluster` is a key of a cluster under `clusters:`: indent it under `staging` "
+            "(line 17)",
+        ),
+    ],
+)
+def test_a_key_of_a_section_written_at_the_top_level_is_one_problem_saying_where_it_goes(
+    slip: tuple[str, str], problem: str
+) -> None:
+    text = EXAMPLE.read_text()
+    assert slip[0] in text
+    assert _problems(text.replace(slip[0], slip[1], 1)) == (problem,)
+
+
+def test_a_key_of_a_section_the_file_lacks_is_said_as_that_section_s() -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_settings("timezone: UTC\nlease_seconds: 30\n", source=Path("cfg.yaml"), env={})
+    assert caught.value.problems == (
+        "cfg.yaml:2: lease_seconds: `lease_seconds` is a key of `leader:`, not a key of the top level",
+    )
+
+
 def test_a_yaml_slip_in_the_configuration_exits_2_in_plain_words(write_config: Callable[..., Path]) -> None:
     path = write_config("channels:\n  announcements: C0ANN\n   operations: C0OPS\n")
     line = one_line_error(run_bot("exec", "help", "--config", str(path)))
@@ -175,6 +222,18 @@ def test_a_yaml_slip_in_the_configuration_exits_2_in_plain_words(write_config: C
     assert line == (
         f"upgrade-bot: {path}:{lineno}:4: invalid YAML: `operations:` is indented deeper than `announcements:` "
         f"above it (line {lineno - 1}), whose value is already on that line: a key indented 1 space too far?"
+    )
+
+
+def test_a_key_of_channels_indented_too_little_exits_2_saying_where_it_goes(
+    write_config: Callable[..., Path],
+) -> None:
+    path = write_config("channels:\n  announcements: C0ANN\noperations: C0OPS\n")
+    line = one_line_error(run_bot("exec", "help", "--config", str(path)))
+    lines = path.read_text().splitlines()
+    assert line == (
+        f"upgrade-bot: {path}:{lines.index('operations: C0OPS') + 1}: operations: `operations` is a key of "
+        f"`channels:`: indent it under `channels:` (line {lines.index('channels:') + 1})"
     )
 
 

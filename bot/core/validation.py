@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -248,14 +249,74 @@ def _comment_hint(node: yaml.Node) -> str:
 _INT, _FLOAT = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
 
 
+@dataclass(frozen=True)
+class Home:
+    """A section of a document (`channels:`, `steps:`) by the keys that belong under it: one of them
+    found a level up, among the section names, was meant under it (a line indented too little).
+    `entry` names one entry of a list or of a mapping of named entries ("step", "cluster"); a
+    mapping of fixed keys has none."""
+
+    keys: frozenset[str]
+    entry: str = ""
+
+
+def _home_of(
+    node: yaml.MappingNode, knode: yaml.Node, name: str, homes: Mapping[str, Home]
+) -> tuple[str, yaml.Node | None] | None:
+    """Where `name`, unknown at this level, belongs: the section written nearest above it whose
+    keys hold it (said with that section's line, or its entry's), else any section that has it;
+    and the mapping it was meant in (the section's, or its entry's), if there is one."""
+    owners = [section for section, home in homes.items() if name in home.keys]
+    if not owners:
+        return None
+    line = knode.start_mark.line
+    above = [
+        (k, v)
+        for k, v in node.value
+        if isinstance(k, yaml.ScalarNode) and str(k.value) in owners and k.start_mark.line < line
+    ]
+    if not above:
+        places = [f"a {homes[o].entry} under `{o}:`" if homes[o].entry else f"`{o}:`" for o in owners]
+        return f"`{name}` is a key of {' or '.join(places)}, not a key of the top level", None
+    section_node, value = above[-1]
+    section, entry = str(section_node.value), homes[str(section_node.value)].entry
+    entries: list[tuple[str, yaml.Node, yaml.Node]] = []
+    if isinstance(value, yaml.SequenceNode):
+        entries = [(f"the {entry} above it", item, item) for item in value.value]
+    elif isinstance(value, yaml.MappingNode) and entry:
+        entries = [
+            (f"`{shown(k.value)[1:-1]}`", k, v) for k, v in value.value if isinstance(k, yaml.ScalarNode)
+        ]
+    entries = [e for e in entries if e[1].start_mark.line < line]
+    if entry and entries:
+        label, at, meant = entries[-1]
+        return (
+            f"`{name}` is a key of a {entry} under `{section}:`: indent it under {label} "
+            f"(line {at.start_mark.line + 1})",
+            meant,
+        )
+    return (
+        f"`{name}` is a key of `{section}:`: indent it under `{section}:` (line {section_node.start_mark.line + 1})",
+        value,
+    )
+
+
 class YamlValidator:
     """Walks the YAML node tree, collecting errors that name the file, line and dotted key."""
 
     def __init__(self, label: str) -> None:
         self.label = label
         self.errors: list[str] = []
+        # (the mapping a key was meant in, the key; and "") for each key found a level up: said
+        # once, as that slip, and not again as a key missing from where it was meant, or that
+        # mapping left empty by it.
+        self._slipped: set[tuple[int, str]] = set()
 
     def error(self, node: yaml.Node | None, key: str, message: str) -> None:
+        if (message.startswith("missing key") and (id(node), key.rsplit(".", 1)[-1]) in self._slipped) or (
+            message.startswith("missing value") and (id(node), "") in self._slipped
+        ):
+            return
         line = f":{node.start_mark.line + 1}" if node is not None else ""
         # A runaway value must not turn one problem into a screenful.
         message = message if len(message) <= 600 else message[:600] + "…"
@@ -274,7 +335,11 @@ class YamlValidator:
             more = f" (and {len(self.errors) - 1} more problem(s))" if len(self.errors) > 1 else ""
             raise ConfigError(self.errors[0] + more, problems=tuple(self.errors))
 
-    def mapping(self, node: yaml.Node, key: str, allowed: set[str] | None) -> dict[str, yaml.Node]:
+    def mapping(
+        self, node: yaml.Node, key: str, allowed: set[str] | None, homes: Mapping[str, Home] | None = None
+    ) -> dict[str, yaml.Node]:
+        """The mapping's entries by key. With `allowed`, any other key is refused: as one of the
+        `homes` sections' keys written a level too shallow when it is one, else with a "did you mean"."""
         where = key or "top level"
         if is_null(node) and key:
             self.missing_value(node, where)
@@ -290,6 +355,12 @@ class YamlValidator:
             name = str(knode.value)
             dotted = f"{key}.{name}" if key else name
             if allowed is not None and name not in allowed:
+                home = _home_of(node, knode, name, homes) if homes else None
+                if home is not None:
+                    self.error(knode, dotted, home[0])
+                    if home[1] is not None:
+                        self._slipped |= {(id(home[1]), name), (id(home[1]), "")}
+                    continue
                 hint = difflib.get_close_matches(name, sorted(allowed), n=1)
                 suggestion = f" (did you mean {hint[0]!r}?)" if hint else ""
                 if not hint and key in _SLACK_SECTIONS and _SECRET_KEY.search(name):

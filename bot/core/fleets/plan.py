@@ -49,7 +49,7 @@ from bot.core.runs.plans import (
     _version,
     _window,
 )
-from bot.core.validation import NAME_PATTERN
+from bot.core.validation import NAME_PATTERN, Home
 from bot.errors import PlanInvalid, UserError
 
 #: Evidence a soak may watch: `alerts` (Alertmanager). A soak has no source for `analysis` and
@@ -81,6 +81,11 @@ STAGE_KEYS = {
     "failure_budget",
 }
 OVERRIDE_KEYS = {"target_version", "window", "roster"}
+#: The fleet plan's sections by the keys under them (as a plan's `HOMES`).
+HOMES = {
+    "stages": Home(frozenset(STAGE_KEYS), entry="stage"),
+    "overrides": Home(frozenset(OVERRIDE_KEYS), entry="cluster's override"),
+}
 #: Azure Fleet Manager's limit per stage; a bigger stage is a fleet that forgot to stage.
 MAX_STAGE_CLUSTERS = 50
 MAX_STAGES = 20
@@ -178,7 +183,7 @@ class ResolvedStage:
 
 def parse_fleet(text: str, *, source: str = "<fleet>") -> FleetPlan:
     """Parse and validate a fleet plan; raise PlanInvalid listing every problem with its line."""
-    v, node, top, name = _document(text, source, "fleet plan", TOP_KEYS, ("name", "roster", "stages"))
+    v, node, top, name = _document(text, source, "fleet plan", TOP_KEYS, ("name", "roster", "stages"), HOMES)
     description = (v.string(top["description"], "description") or "") if "description" in top else ""
     roster, _ = _roster(v, top.get("roster"))
     roles = set(roster)

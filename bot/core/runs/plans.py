@@ -63,6 +63,7 @@ from bot.core.runs.plansteps import _PlanValidator as _PlanValidator
 from bot.core.runs.plansteps import check_people, check_satisfiable, parse_steps, step_list_nodes
 from bot.core.validation import (
     NAME_PATTERN,
+    Home,
     compose_document,
     decode_document,
     is_null,
@@ -90,6 +91,18 @@ TOP_KEYS = {
     "steps",
     "impact",
     "links",
+}
+WINDOW_KEYS = {"start", "end", "timezone"}
+CHANNEL_KEYS = {"operations", "announcements"}
+LINK_KEYS = {"title", "url"}
+#: The plan's sections by the keys under them: one of those written at the top level (a line
+#: indented too little) is said as that slip, not as an unknown key ("did you mean …").
+HOMES = {
+    "window": Home(frozenset(WINDOW_KEYS)),
+    "channels": Home(frozenset(CHANNEL_KEYS)),
+    "defaults": Home(frozenset(DEFAULTS_KEYS)),
+    "steps": Home(frozenset(STEP_KEYS), entry="step"),
+    "links": Home(frozenset(LINK_KEYS), entry="link"),
 }
 #: Announcements show these; Slack's section text limit (3,000) leaves room for the rest.
 MAX_IMPACT = 1500
@@ -128,7 +141,7 @@ def parse_plan(
     """
     actions = actions or default_registry()
     required = ("name", "cluster", "current_version", "target_version", "window", "roster", "steps")
-    v, _, top, name = _document(text, source, "plan", TOP_KEYS, required)
+    v, _, top, name = _document(text, source, "plan", TOP_KEYS, required, HOMES)
     cluster = v.string(top.get("cluster"), "cluster") or ""
     current = _version(v, top, "current_version")
     target = _version(v, top, "target_version")
@@ -144,7 +157,7 @@ def parse_plan(
     links = _links(v, top.get("links"))
     operations = announcements = None
     if "channels" in top:
-        ch = v.mapping(top["channels"], "channels", {"operations", "announcements"})
+        ch = v.mapping(top["channels"], "channels", CHANNEL_KEYS)
         if "operations" in ch:
             operations = v.slack_id(ch["operations"], "channels.operations", CHANNEL_ID, "channel")
         if "announcements" in ch:
@@ -236,12 +249,12 @@ def one_step_plan(
 
 
 def _document(
-    text: str, source: str, what: str, keys: set[str], required: Sequence[str]
+    text: str, source: str, what: str, keys: set[str], required: Sequence[str], homes: Mapping[str, Home]
 ) -> tuple[_PlanValidator, yaml.Node, dict[str, yaml.Node], str]:
     """A plan's or a fleet plan's (`what`) document read to its top level: its validator, the
-    document, its keys (the `required` ones reported when missing) and its name, checked (a bad
-    one is refused in `what`'s first word: "fleet names are…"); PlanInvalid when it is not YAML,
-    or empty."""
+    document, its keys (the `required` ones reported when missing; a key of one of its sections'
+    `homes` said as written a level too shallow) and its name, checked (a bad one is refused in
+    `what`'s first word: "fleet names are…"); PlanInvalid when it is not YAML, or empty."""
     try:
         node = compose_document(text, source)
     except ConfigError as exc:
@@ -249,7 +262,7 @@ def _document(
     if node is None:
         raise PlanInvalid([f"{source}: the {what} is empty"])
     v = _PlanValidator(source)
-    top = v.mapping(node, "", keys)
+    top = v.mapping(node, "", keys, homes)
     for key in required:
         v.required(top, node, "", key)
     name = v.string(top.get("name"), "name") or ""
@@ -287,7 +300,7 @@ def _links(v: _PlanValidator, node: yaml.Node | None) -> tuple[PlanLink, ...]:
     out: list[PlanLink] = []
     for i, item in enumerate(node.value):
         key = f"links[{i}]"
-        fields = v.mapping(item, key, {"title", "url"})
+        fields = v.mapping(item, key, LINK_KEYS)
         ok = v.required(fields, item, key, "title") & v.required(fields, item, key, "url")
         title = v.string(fields.get("title"), f"{key}.title") or ""
         url = v.string(fields.get("url"), f"{key}.url") or ""
@@ -310,7 +323,7 @@ def _window(v: _PlanValidator, node: yaml.Node | None, now: datetime | None) -> 
     if is_null(node):
         v.missing_value(node, "window")
         return None
-    w = v.mapping(node, "window", {"start", "end", "timezone"})
+    w = v.mapping(node, "window", WINDOW_KEYS)
     tz_name = v.string(w.get("timezone"), "window.timezone") or "UTC"
     zone: ZoneInfo | None
     try:

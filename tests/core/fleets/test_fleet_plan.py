@@ -120,6 +120,19 @@ def test_window_and_roster_overrides_reach_the_cluster_plan() -> None:
     assert plan.roster["primary"] == ("U0OTHER",)
 
 
+def test_a_stage_s_key_written_at_the_top_level_is_said_as_the_stage_s() -> None:
+    errors = _problems(
+        _fleet(
+            "  - name: canary\n"  # line 5
+            "    clusters: [ci]\n"
+            "soak: 1h\n"  # 7: the canary's, indented too little
+        )
+    )
+    assert errors == [
+        "f.yaml:7: soak: `soak` is a key of a stage under `stages:`: indent it under the stage above it (line 5)"
+    ]
+
+
 def test_every_problem_is_named_with_its_line_at_once() -> None:
     errors = _problems(
         _fleet(

@@ -183,6 +183,45 @@ def test_yaml_syntax_errors_carry_the_line_and_column_in_plain_words() -> None:
     ]
 
 
+GATE = "    gate: {approve: [primary, shadow], expires: 30m}\n"
+REST = "    done: {quorum: {role: shadow, count: 2}}\n    escalate_after: 10m\n"
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "key"),
+    [
+        pytest.param(REST, REST.replace("    escalate_after", "escalate_after"), "escalate_after", id="last"),
+        # Its gate moved last, at the top level: one problem, not also the gate the step lacks.
+        pytest.param(GATE + REST, REST + GATE.lstrip(), "gate", id="required"),
+    ],
+)
+def test_a_step_s_key_written_at_the_top_level_is_one_problem_saying_where_it_goes(
+    old: str, new: str, key: str
+) -> None:
+    assert old in GOOD
+    text = GOOD.replace(old, new)
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith(f"{key}:")) + 1
+    with pytest.raises(PlanInvalid) as caught:
+        parse_plan(text, source="p.yaml")
+    assert caught.value.errors == [
+        f"p.yaml:{at}: {key}: `{key}` is a key of a step under `steps:`: indent it under the step above it "
+        f"(line {lines.index('  - id: work') + 1})"
+    ]
+
+
+def test_a_window_s_key_written_at_the_top_level_is_said_as_the_window_s() -> None:
+    text = GOOD.replace(
+        'window: {start: "2026-11-28T22:00", end: "2026-11-29T02:00", timezone: Asia/Tokyo}',
+        'window:\n  start: "2026-11-28T22:00"\n  end: "2026-11-29T02:00"\ntimezone: Asia/Tokyo',
+    )
+    with pytest.raises(PlanInvalid) as caught:
+        parse_plan(text, source="p.yaml")
+    assert caught.value.errors == [
+        "p.yaml:8: timezone: `timezone` is a key of `window:`: indent it under `window:` (line 5)"
+    ]
+
+
 def test_unknown_slack_users_are_errors_through_the_api(slack_stub: SlackStub) -> None:
     slack_stub.users["U0PRIMARY"] = {"id": "U0PRIMARY"}
     slack_stub.users["U0SHADOW"] = {"id": "U0SHADOW", "deleted": True}
