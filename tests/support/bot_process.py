@@ -14,6 +14,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,11 +25,18 @@ import pytest
 from bot.adapters.store import Store
 from bot.core.people import StaticDirectory
 from bot.core.runs.service import RunService
+from bot.frontdoor.serve import SHUTDOWN_GRACE
 from bot.settings import load_settings
 from tests.support.secrets import SIGNING_SECRET
 from tests.support.signing import block_actions_body, post, signed_headers, slash_command_body
 from tests.support.slack_stub import SlackStub
 from tests.support.testbed import wait_until
+
+#: How long a SIGTERMed bot may take to exit: its own grace for the work in hand, and as long again
+#: for its duties' last tick and its close on a loaded machine (20 s failed a stop under -n 4 load).
+STOP_TIMEOUT = 2 * SHUTDOWN_GRACE.total_seconds()
+#: How long the bot's stacks take to be written after `kill -USR1` (its main thread wakes twice a second).
+STACKS_SECONDS = 2.0
 
 
 def bot_command() -> list[str]:
@@ -98,7 +106,18 @@ class BotProcess:
             return ""
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
-        _, err = self.process.communicate(timeout=20)
+        try:
+            _, err = self.process.communicate(timeout=STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            # Its threads' stacks (`kill -USR1`, written by the main thread within half a second),
+            # then a kill: the failure says where the shutdown hung, and no bot outlives its test
+            # (its pipes and Popen, collected in a later test, failed that one too).
+            self.process.send_signal(signal.SIGUSR1)
+            time.sleep(STACKS_SECONDS)
+            self.process.kill()
+            _, err = self.process.communicate(timeout=20)
+            self.logs.append(err)
+            pytest.fail(f"the bot did not stop within {STOP_TIMEOUT:g}s of its SIGTERM:\n{err[-8000:]}")
         self.logs.append(err)
         return err
 
