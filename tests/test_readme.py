@@ -19,7 +19,7 @@ VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["
 #: The README's two commands, exactly: `.ci/run` runs the second, people paste the first.
 TWO_COMMANDS = """```sh
 scripts/demo    # a rehearsal of the EKS runbook on the simulated cluster (no Slack, no cluster)
-scripts/test    # the whole test suite (pytest, three workers); extra arguments go to pytest
+scripts/test    # the whole test suite (pytest, four workers); extra arguments go to pytest
 ```"""
 
 
