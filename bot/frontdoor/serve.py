@@ -35,6 +35,7 @@ import faulthandler
 import gc
 import logging
 import os
+import queue
 import signal
 import socket
 import sys
@@ -227,15 +228,27 @@ def _until_stopped(stop: threading.Event) -> None:
 
 
 def _stop_on_signals() -> threading.Event:
+    """The event SIGTERM and SIGINT set. A Python signal handler runs on the main thread between
+    two of its bytecodes, which may be inside `stop.wait` (`_until_stopped` wakes twice a second)
+    while it holds the event's lock: `stop.set()` in the handler then waited for that lock forever,
+    and the bot never stopped. The handler only puts the signal on a queue whose `put` may be
+    re-entered (`queue.SimpleQueue`); a thread of its own says so, and sets `stop`."""
     stop = threading.Event()
+    received: queue.SimpleQueue[int] = queue.SimpleQueue()
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
-        log.info("received signal %s; shutting down", signum)
-        # A shutdown still going well past its grace writes every thread's stack to stderr once,
-        # so a hang can be read instead of guessed at.
-        faulthandler.dump_traceback_later(SHUTDOWN_GRACE.total_seconds() + 30, exit=False)
-        stop.set()
+        received.put(signum)
 
+    def stop_when_received() -> None:
+        while True:
+            signum = received.get()
+            log.info("received signal %s; shutting down", signum)
+            # A shutdown still going well past its grace writes every thread's stack to stderr
+            # once, so a hang can be read instead of guessed at.
+            faulthandler.dump_traceback_later(SHUTDOWN_GRACE.total_seconds() + 30, exit=False)
+            stop.set()
+
+    threading.Thread(target=stop_when_received, name="stop-on-signal", daemon=True).start()
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     # `kill -USR1` writes every thread's stack to stderr and the bot goes on: what an operator

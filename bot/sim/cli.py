@@ -16,12 +16,15 @@ import argparse
 import signal
 import sys
 import tempfile
-import threading
+import time
 from pathlib import Path
 from types import FrameType
 
 from bot.sim.cluster import SimCluster
 from bot.sim.world.scenario import ScenarioError, builtin_dir, builtin_scenarios
+
+#: How often `sim serve` looks for a signal received (its handler only notes it).
+STOP_POLL_SECONDS = 0.2
 
 
 def parser() -> argparse.ArgumentParser:
@@ -98,10 +101,13 @@ def main(argv: list[str]) -> int:
     except ScenarioError as exc:
         print(f"upgrade-bot sim: {exc}", file=sys.stderr)
         return 2
-    stop = threading.Event()
+    # Signals received, appended by the handler: no lock, since the handler runs on this thread
+    # between two bytecodes, and `Event.set()` there waited forever for the lock `Event.wait`
+    # held when it was interrupted.
+    stopping: list[int] = []
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
+        stopping.append(signum)
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -120,8 +126,8 @@ def main(argv: list[str]) -> int:
             print(f"azure: {cluster.provider_url('aks')}", flush=True)
         if cluster.provider_url("gke") is not None:
             print(f"gke: {cluster.provider_url('gke')}", flush=True)
-        while not stop.wait(0.5):
-            pass
+        while not stopping:
+            time.sleep(STOP_POLL_SECONDS)
     finally:
         cluster.stop()
         for sig, handler in previous.items():

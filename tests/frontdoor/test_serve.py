@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -19,6 +21,8 @@ from tests.support.postgres import running_postgres
 from tests.support.secrets import SIGNING_SECRET
 from tests.support.signing import post, signed_headers, slash_command_body
 from tests.support.slack_stub import SlackStub
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_sigterm_lets_an_acked_command_finish_its_reply_and_exits_0(
@@ -201,3 +205,28 @@ def test_with_the_database_down_a_command_is_told_so_at_once_in_one_line(
     )
     assert "request not taken [" in err
     assert "unhandled error in a Slack listener" not in err
+
+
+def test_a_sigterm_that_lands_while_the_main_thread_holds_the_stop_events_lock_still_stops(
+    tmp_path: Path,
+) -> None:
+    """The handler runs on the main thread between two bytecodes, and the main thread waits in
+    `stop.wait`, twice a second taking the event's lock: a SIGTERM landing there had the handler's
+    `stop.set()` wait for that lock forever (a bot found still running 50 minutes after its
+    SIGTERM, its main thread in `Event.set` under `Event.wait`). Here the main thread holds the lock
+    (`Event._cond`, the condition `wait` holds) while it signals itself."""
+    script = tmp_path / "held.py"
+    script.write_text(
+        "import os, signal, sys\n"
+        "from bot.frontdoor.serve import _stop_on_signals\n"
+        "stop = _stop_on_signals()\n"
+        "with stop._cond:\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    held = True\n"
+        "print('stopped' if stop.wait(10) else 'not stopped', flush=True)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=30, cwd=REPO
+    )
+    assert result.stdout.strip() == "stopped", result.stderr[-2000:]
+    assert result.returncode == 0, result.stderr[-2000:]
