@@ -283,6 +283,12 @@ def test_headers_past_64_kib_are_refused_with_one_log_line_and_no_traceback(
     assert "request header fields too large" in line
 
 
+def _ok(environ: dict[str, object], start_response: Callable[..., object]) -> list[bytes]:
+    """An application that answers every request `ok`."""
+    start_response("200 OK", [("Content-Length", "3")])
+    return [b"ok\n"]
+
+
 def _cpu_ticks(thread: threading.Thread) -> int:
     """The CPU a thread of this process has used, in clock ticks (user + system, /proc)."""
     fields = Path(f"/proc/self/task/{thread.native_id}/stat").read_text().rsplit(")", 1)[1].split()
@@ -293,11 +299,7 @@ def _cpu_ticks(thread: threading.Thread) -> int:
 def test_an_idle_door_waits_in_poll_rather_than_spinning(loop_timeout: float) -> None:
     # Waitress reads its loop's timeout as whole seconds: 0.1 became 0, and the loop's thread
     # polled without waiting, a whole core (and the interpreter lock) for as long as it was up.
-    def app(environ: dict[str, object], start_response: Callable[..., object]) -> list[bytes]:
-        start_response("200 OK", [("Content-Length", "3")])
-        return [b"ok\n"]
-
-    server = make_server(app, host="127.0.0.1", port=0, loop_timeout=loop_timeout)
+    server = make_server(_ok, host="127.0.0.1", port=0, loop_timeout=loop_timeout)
     door = ServerThread(server, name="idle-door").start()
     try:
         with socket.create_connection(("127.0.0.1", server.effective_port), timeout=10) as conn:
@@ -318,11 +320,7 @@ def test_an_idle_door_waits_in_poll_rather_than_spinning(loop_timeout: float) ->
 def test_close_ends_the_server_at_once_not_at_its_polls_timeout_and_closes_a_kept_alive_connection() -> None:
     # A poll() timeout far longer than the close may take: the loop is woken, not waited out
     # (every SIGTERM of the bot paid up to `loop_timeout`, a second, for its door and its probes).
-    def app(environ: dict[str, object], start_response: Callable[..., object]) -> list[bytes]:
-        start_response("200 OK", [("Content-Length", "3")])
-        return [b"ok\n"]
-
-    server = make_server(app, host="127.0.0.1", port=0, loop_timeout=5.0)
+    server = make_server(_ok, host="127.0.0.1", port=0, loop_timeout=5.0)
     thread = ServerThread(server, name="limits").start()
     with socket.create_connection(("127.0.0.1", server.effective_port), timeout=10) as kept:
         kept.sendall(b"GET / HTTP/1.1\r\nHost: door\r\n\r\n")
@@ -346,11 +344,7 @@ def test_close_ends_the_server_when_its_trigger_is_closed_already() -> None:
     # The loop's trigger closed under it (the loop's own error handling closes a dispatcher that
     # failed): waking the loop fails with EBADF, and that failed a stop with a traceback, leaving
     # the server's socket open. The server is then closed from the stopping thread.
-    def app(environ: dict[str, object], start_response: Callable[..., object]) -> list[bytes]:
-        start_response("200 OK", [("Content-Length", "3")])
-        return [b"ok\n"]
-
-    server = make_server(app, host="127.0.0.1", port=0, loop_timeout=0.2)
+    server = make_server(_ok, host="127.0.0.1", port=0, loop_timeout=0.2)
     thread = ServerThread(server, name="closed-trigger").start()
     server.trigger.close()
     thread.close(timeout=5)

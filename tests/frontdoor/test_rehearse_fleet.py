@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import urllib.request
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
@@ -62,10 +63,13 @@ def _write(tmp_path: Path, *, scenario_of_ci: str = "small") -> Path:
     return fleet
 
 
-def _rehearse(tmp_path: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+def _rehearse(
+    tmp_path: Path, *args: str, timeout: float = 600, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [*bot_command(), "rehearse-fleet", *args, "--plain"],
         cwd=tmp_path,  # the user's folder: the fleet and its plan are found from there
+        env=None if env is None else {**os.environ, **env},
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -312,15 +316,8 @@ def test_each_childs_window_opens_as_it_starts_on_whatever_day(tmp_path: Path) -
     (tmp_path / "plans" / "tiny.yaml").write_text(
         TINY_PLAN.replace("2026-12-01", "2020-03-02"), encoding="utf-8"
     )
-    result = subprocess.run(
-        [*bot_command(), "rehearse-fleet", str(fleet), "--auto-approve", "--plain"],
-        cwd=tmp_path,
-        env={**os.environ, "TZ": "UTC"},  # the cards' dates, in the terminal's zone
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    # The cards' dates are in the terminal's zone.
+    result = _rehearse(tmp_path, str(fleet), "--auto-approve", env={"TZ": "UTC"})
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     out = result.stdout
     assert "window ended" not in out.lower()
