@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes import client, config
 
 from bot.core.runs.report import build_report, to_html, to_json
 from bot.settings import load_settings
@@ -280,6 +281,54 @@ def test_a_required_finding_pauses_the_run_with_resume_skip_and_waive_for_the_ri
     ]
     assert refused[2].detail.startswith("duration: ")  # the waiver's modal: "forever", no reason
     assert refused[-1].detail == "reason: Say why: it goes into the thread and the audit log."
+
+
+def test_the_cards_waiver_covers_the_objects_the_check_found_and_a_new_one_still_fails(
+    bot: Bot, sim_eks: Any, sim_kubeconfig: Callable[[Any], Path]
+) -> None:
+    # The Waive… modal once waived the whole finding: a PodDisruptionBudget at 0 that appeared
+    # after people waived billing's then passed the next check under their waiver, unseen.
+    assert "loaded" in bot.command("plan load eks-nodegroups")
+    assert "started" in bot.command("start eks-nodegroups")
+    assert bot.click(PRIMARY, bot.gate("snapshot-pre")) is None
+    assert bot.click(PRIMARY, bot.gate("checks")) is None
+    _, blocks = card_when(bot, "Run *paused*")
+    value = buttons(blocks)["paused_waive"]["value"]
+    views = len(bot.stub.calls_to("views.open"))
+    assert bot.click(SHADOW, value, "paused_waive") is None
+    view = opened_view(bot, views)
+    assert (
+        "on the objects this check found it on (the same finding on another object still fails)"
+        in (view["blocks"][0]["text"]["text"])
+    )
+    picked = {"picked": {"type": "static_select", "selected_option": {"value": "PDB001"}}}
+    reason = typed("billing's budget is fixed in CHG-7")
+    assert submit(bot, SHADOW, view, {"finding": picked, "duration": typed("14d"), "reason": reason}) == ""
+    (waiver,) = bot.services.store.waivers()
+    assert waiver.objects == ("PodDisruptionBudget billing/ledger", "Deployment billing/ledger")
+    (asked,) = [p["text"] for p in bot.posts() if "Waiver *1* of `PDB001`" in p["text"]]
+    assert "`PDB001` for PodDisruptionBudget billing/ledger, Deployment billing/ledger on *prod*" in asked
+    assert "confirmed by" in bot.command(f"waive confirm {waiver.id}", user=PRIMARY)
+
+    # Another team's budget at 0 appears before the check runs again: it is not what was waived.
+    api = client.PolicyV1Api(
+        config.new_client_from_config(config_file=str(sim_kubeconfig(sim_eks)), persist_config=False)
+    )
+    api.create_namespaced_pod_disruption_budget(
+        "payments",
+        {
+            "metadata": {"name": "payments-api-strict"},
+            "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "payments-api"}}},
+        },
+    )
+    assert bot.click(PRIMARY, value, "paused_resume") is None
+    card_when(bot, "Run *active*")
+    assert bot.click(PRIMARY, bot.gate("checks")) is None
+    text, _ = card_when(bot, "Run *paused*")
+    assert "`PDB001`" in text.split("Required findings failed it:", 1)[1].split("\n", 1)[0]
+    assert "PDB001 (PodDisruptionBudget payments/payments-api-strict" in text
+    thread = [str(p["text"]) for p in bot.posts() if p.get("thread_ts")]
+    assert any("relied on waiver 1 (PDB001" in t for t in thread)  # billing's is still accepted
 
 
 def test_a_failed_step_pauses_the_run_and_its_skip_needs_the_gates_two_people(bot: Bot) -> None:

@@ -8,9 +8,12 @@ on a worker:
   modal (`paused_skip_reason`) asks why; its submission is a vote, decided again on a worker;
 - Waive…: once the worker has checked the run is still paused there and the clicker may ask a
   waiver (one of `actions.approvers`, as `/upgrade waive` says), a modal (`paused_waive`) asks
-  which finding, for how long and why; its submission is `/upgrade waive FINDING --for … --reason
-  … --cluster …` run through the router as that person, so every rule of the command holds (a
-  Required finding's waiver waits for a second role), and its reply is posted in the channel.
+  which finding, for how long and why; its submission is `/upgrade waive FINDING OBJECT… --for …
+  --reason … --cluster …` run through the router as that person, so every rule of the command
+  holds (a Required finding's waiver waits for a second role), and its reply is posted in the
+  channel. The objects are the ones the check that paused the run named for that finding: the
+  people looked at those, so the same finding on another object (a new PodDisruptionBudget at 0)
+  still fails the next check, instead of passing under a waiver given for something else.
 A refusal (wrong person, stale button, a blank reason) comes back ephemeral with a reference id.
 """
 
@@ -26,6 +29,7 @@ from typing import Any
 from slack_bolt import Ack, App
 
 from bot.adapters.slack import SlackGateway
+from bot.core.checks.waivers import UNREAD
 from bot.core.durations import parse_duration
 from bot.core.jobs.service import VOTE_RECORDED, JobService, choice_of
 from bot.core.people import roles_of
@@ -48,6 +52,7 @@ from bot.frontdoor.slack.stepbuttons import (
 )
 from bot.router import CommandRequest, Router
 from bot.settings import Settings
+from commands.waive import MAX_OBJECTS as WAIVER_OBJECTS
 
 log = logging.getLogger(__name__)
 
@@ -202,8 +207,9 @@ class PausedDoor(StepButtonDoor):
         if cause is None or cause.step_id != ref.step_id or finding not in cause.findings:
             self.refuse(actor.correlation_id, payload, f"`{finding}` is not a finding this run paused on now")
             return
+        objects = "".join(f" {shlex.quote(o)}" for o in self.found_objects(run.plan.cluster, finding))
         text = (
-            f"waive {finding} --for {shlex.quote(str(payload['duration']))} "
+            f"waive {finding}{objects} --for {shlex.quote(str(payload['duration']))} "
             f"--reason {shlex.quote(str(payload['reason']))} --cluster {shlex.quote(run.plan.cluster)}"
         )
         outcome = self.router.handle(
@@ -222,6 +228,18 @@ class PausedDoor(StepButtonDoor):
                 outcome.rendered.text,
                 blocks=outcome.rendered.blocks,
             )
+
+    def found_objects(self, cluster: str, finding: str) -> tuple[str, ...]:
+        """The objects the cluster's last check (the run's, which paused it) named for `finding`,
+        which the modal's waiver covers; none (the whole finding) when that check could not tell
+        (a list not read, objects not kept), named none, or named more than a waiver takes."""
+        seen = self.runs.store.check_seen(cluster)
+        if seen is None or UNREAD in seen.clipped or finding in seen.clipped:
+            return ()
+        objects = seen.findings.get(finding, ())
+        if len(objects) > WAIVER_OBJECTS or any(len(o) > 300 for o in objects):
+            return ()
+        return objects
 
     def on_skip(self, ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
         self.submit_reason(ack, body, view, P.SKIP, f"paused {ACTIONS[P.SKIP]}")
@@ -291,8 +309,9 @@ def waive_view(ref: ButtonRef, title: str, findings: tuple[str, ...], channel: s
     heading = step_heading(
         title,
         ref,
-        "failed on these Required findings. A waiver accepts one for a while: it covers nothing until someone "
-        "in a second role confirms it (`/upgrade waive confirm ID`); then Resume runs the check again.",
+        "failed on these Required findings. A waiver accepts one for a while, on the objects this check found it "
+        "on (the same finding on another object still fails): it covers nothing until someone in a second role "
+        "confirms it (`/upgrade waive confirm ID`); then Resume runs the check again.",
     )
     finding = {
         "type": "input",
