@@ -251,6 +251,15 @@ def test_a_pause_on_a_background_check_says_its_waiver_covers_that_check_until_t
     # The card once said "the step passes on people's word" there, while the thread's question said
     # the waiver covers that one check for the rest of the step; and "two people, the primary or
     # the shadow" for a vote that needs one of each.
+    text = Renderer([BUILTIN_TEMPLATES]).render("runs/card", card_context(paused_on_evidence(), T0)).text
+    assert (
+        "• *Waive…* — the step goes on without this background check until it ends (its other checks still "
+        f"pause it); asks why (thread and audit log); needs two people: the primary <@{P}> and the shadow <@{S}>"
+    ) in text
+
+
+def paused_on_evidence() -> R.Run:
+    """The run past its check, paused on `cp`'s background alerts check: `cp` still running."""
     run = failed_check()
     run = R.resume(run, by=P, now=T0).run
     run = R.click(
@@ -265,12 +274,24 @@ def test_a_pause_on_a_background_check_says_its_waiver_covers_that_check_until_t
     sr = run.step_run("cp")
     assert sr.state is StepState.RUNNING
     why = "background alerts is Inconclusive — Alertmanager answered HTTP 503"
-    run = R.pause_on_evidence(run, step_id="cp", epoch=sr.epoch, why=why, now=T0).run
+    return R.pause_on_evidence(run, step_id="cp", epoch=sr.epoch, why=why, now=T0).run
+
+
+def test_a_step_held_on_inconclusive_evidence_is_listed_as_held_not_running() -> None:
+    # The card said "Run *paused*" and "`cp` is stopped" above a step line ":arrows_counterclockwise:
+    # `cp` Control plane — running": read at a glance, the step was still moving.
+    run = paused_on_evidence()
+    assert run.step_run("cp").state is StepState.RUNNING
     text = Renderer([BUILTIN_TEMPLATES]).render("runs/card", card_context(run, T0)).text
     assert (
-        "• *Waive…* — the step goes on without this background check until it ends (its other checks still "
-        f"pause it); asks why (thread and audit log); needs two people: the primary <@{P}> and the shadow <@{S}>"
+        ":double_vertical_bar: `cp` Control plane — held: its evidence is Inconclusive; waiting for people "
+        "(Wait, Waive… or Abort above)"
     ) in text
+    assert "— running" not in text
+    # Answered (Wait: the run goes on), the step runs again and says so.
+    run = R.resume(run, by=P, now=T0).run
+    text = Renderer([BUILTIN_TEMPLATES]).render("runs/card", card_context(run, T0)).text
+    assert ":arrows_counterclockwise: `cp` Control plane — running" in text
 
 
 def test_a_step_skipped_while_the_run_is_paused_leaves_it_paused_and_resume_opens_the_next_gate() -> None:
