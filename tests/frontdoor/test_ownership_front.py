@@ -56,6 +56,9 @@ def test_flux_suspend_is_gated_shows_its_patch_and_uploads_the_manifest_it_chang
         gate = _gate_post(front, "flux-suspend")
         shown = json.dumps(gate["blocks"], ensure_ascii=False)
         assert "*flux-suspend* `object=kustomization/flux-system/apps`" in shown
+        # Who asked is named as a person, not as a raw Slack id ("Asked by U0PRIMARY: …").
+        assert "Asked by <@U0PRIMARY>: fix aws-node by hand" in gate["text"]
+        assert "Asked by <@U0PRIMARY>: fix aws-node by hand" in shown
         assert '(JSON merge patch {\\"spec\\": {\\"suspend\\": true}}) so it is suspended' in shown
         before = len(slack_stub.uploads)
         approve_and_complete(
