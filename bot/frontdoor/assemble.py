@@ -156,7 +156,7 @@ def assemble(
     job_wait_scale: float = 1.0,
     job_registry: JobRegistry | None = None,
     duty_options: Mapping[str, Mapping[str, Any]] | None = None,
-    fleet_child_plan: Callable[[str, str, datetime], str] | None = None,
+    fleet_children_in_turn: bool = False,
 ) -> Services:
     """The bot, built from `settings`. Slack (the poster and the directory) comes from the
     settings' bot token unless `poster`/`directory` are given (the rehearsal's text poster) or
@@ -166,8 +166,8 @@ def assemble(
     real seconds per second a cluster job waits between ticks (a rehearsal's sim runs faster).
     `job_registry` replaces the cluster jobs the settings make (a test's own kinds of job);
     `duty_options` are each duty kind's driver options by kind (`{"jobs": {"heartbeat_seconds":
-    0.5}}`: a test's shorter beats). `fleet_child_plan` is the fleets' `child_plan` (a rehearsal
-    opens each child's window as it starts; None: as the fleet pinned it)."""
+    0.5}}`: a test's shorter beats). `fleet_children_in_turn` is the fleets' `children_in_turn` (a
+    rehearsal creates each child's run as it plays it; False: as the fleet starts it)."""
     from commands import build_registry
 
     store = Store.open(settings.database_url)
@@ -215,7 +215,7 @@ def assemble(
         grafana=grafana,
         pull_requests=pull_requests,
     )
-    fleets = _fleets(base, runs, deliveries, fleet_child_plan)
+    fleets = _fleets(base, runs, deliveries, children_in_turn=fleet_children_in_turn)
     triggers = _triggers(base, announcements, runs, duties, fleets, timers)
 
     elector = _elector(base, leadership, runs, triggers, on_elected, on_deposed)
@@ -682,7 +682,8 @@ def _fleets(
     b: _Base,
     runs: RunService,
     deliveries: Deliveries | None,
-    child_plan: Callable[[str, str, datetime], str] | None,
+    *,
+    children_in_turn: bool,
 ) -> FleetService:
     settings, store, clock, directory, connect = b.settings, b.store, b.clock, b.directory, b.connect
     evidence = b.evidence
@@ -704,7 +705,7 @@ def _fleets(
             if deliveries is not None
             else []
         ),
-        child_plan=child_plan,
+        children_in_turn=children_in_turn,
     )
 
 

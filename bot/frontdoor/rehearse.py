@@ -270,13 +270,13 @@ def rehearsal_bot(
     clock: Callable[[], datetime],
     speed: float,
     text: TerminalText,
-    fleet_child_plan: Callable[[str, str, datetime], str] | None = None,
+    fleet_children_in_turn: bool = False,
 ) -> Iterator[tuple[Services, TextIO, TextPoster]]:
     """The same bot as in Slack, with a text poster and the sims as its clusters, for a rehearsal
     (`rehearse`, `rehearse_fleet`): the bot, the stream it prints to (Slack's text rendered for a
     terminal as `text` says, `bot.frontdoor.termtext`) and its poster. Its duties are shut down
-    and the bot closed when the rehearsal ends, however it ends. `fleet_child_plan`: assemble's
-    (a fleet rehearsal opens each child's window as it starts)."""
+    and the bot closed when the rehearsal ends, however it ends. `fleet_children_in_turn`: assemble's
+    (a fleet rehearsal creates each child's run as it plays it)."""
     # The bot's texts name a person's role next to the mention already: the roster is not needed.
     out = cast(TextIO, TerminalOut(out, text))
     poster = TextPoster(out)
@@ -291,7 +291,7 @@ def rehearsal_bot(
         # The sim's clock runs `speed` times faster: a job's wait between ticks (an EKS update
         # polled every 10 s) is in its seconds, as its timeouts are.
         job_wait_scale=1.0 / speed if speed > 1 else 1.0,
-        fleet_child_plan=fleet_child_plan,
+        fleet_children_in_turn=fleet_children_in_turn,
     )
     # No timers here (nothing is scheduled, nobody else leads): this process is on its own, and
     # the long duties run at once, woken by the run (or the fleet) that starts them.

@@ -10,12 +10,13 @@ judged on them) and, for a scenario with a cloud, their EKS APIs.
 Each cluster's sim answers its child plan's analysis queries with a quiet cluster's 0 (as
 `rehearse` does), so the analyses measure through its Prometheus facade.
 
-Each child's window opens as the fleet starts its run, as long as its plan wrote it and in its
-zone (`window_opening_now`, as `rehearse` opens its plan's; a line says so before the child's
-card): a fleet is rehearsed on whatever day, and the written dates had passed, so every card said
-"window ended … ago". The clusters a stage starts together share that opening, as they share the
-window on the day; the rehearsal plays them in turn, so a later one's card counts down from the
-stage's start. The fleet itself (`fleet start`) keeps the windows as written.
+The rehearsal plays a stage's children one after another, so each child's run is created at its
+turn (the fleet's `children_in_turn`: `FleetService.start_child`), and its window opens then, as
+long as its plan wrote it and in its zone (`window_opening_now`, as `rehearse` opens its plan's;
+a line says so before the child's card): a fleet is rehearsed on whatever day, and the written
+dates had passed, so every card said "window ended … ago". Opened when the stage started, a
+later child's window ran out while the earlier ones were played, though on the day each
+cluster's team works in its own. The fleet itself (`fleet start`) keeps the windows as written.
 
 The fleet moves as it does on the day, through `FleetService.drive`: its children are played one
 after the other as `rehearse` plays a run (`bot.frontdoor.rehearse.play_run`: gates answered by
@@ -48,7 +49,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
-from typing import TextIO, cast
+from typing import TextIO
 
 from bot.core.evidence.baseline import analysis_queries
 from bot.core.fleets import machine as M
@@ -67,7 +68,7 @@ from bot.frontdoor.rehearse import (
     rehearsal_bot,
     window_opening_now,
 )
-from bot.frontdoor.termtext import TerminalOut, TerminalText
+from bot.frontdoor.termtext import TerminalText
 from bot.records import ClusterConfig
 from bot.settings import Settings
 
@@ -112,8 +113,8 @@ def rehearse_fleet(
     settings = replace(
         settings, channels=replace(settings.channels, operations=settings.channels.operations or "CREHEARSAL")
     )
-    shown = TerminalText(zone=zone, plain=plain)
-    # The rehearsal drives the fleet and its children itself (see `rehearse`).
+    # The rehearsal drives the fleet and its children itself (see `rehearse`), each child's run
+    # created as it is played.
     with rehearsal_bot(
         settings,
         out,
@@ -121,8 +122,8 @@ def rehearse_fleet(
         connect_cluster=connect_cluster,
         clock=clock,
         speed=speed,
-        text=shown,
-        fleet_child_plan=_opening_as_it_starts(cast(TextIO, TerminalOut(out, shown))),
+        text=TerminalText(zone=zone, plain=plain),
+        fleet_children_in_turn=True,
     ) as (bot, out, _):
         bot.fleets.plan_dirs = (*plan_dirs, *bot.fleets.plan_dirs)
         plan, stages, texts = bot.fleets.validate(fleet_name)
@@ -162,13 +163,13 @@ def rehearse_fleet(
         return exit_status(fleet)
 
 
-def _opening_as_it_starts(out: TextIO) -> Callable[[str, str, datetime], str]:
-    """The fleet's `child_plan` in a rehearsal: the child's window opens as its run starts (see the
+def _opening_now(cluster: str, out: TextIO, clock: Callable[[], datetime]) -> Callable[[str], str]:
+    """The plan `cluster`'s child run starts with, at its turn: its window opens now (see the
     module's docstring), and `out` says so, just before the child's card."""
 
-    def opened(cluster: str, text: str, now: datetime) -> str:
+    def opened(text: str) -> str:
         plan = parse_plan(text, source=f"the plan of {cluster}")
-        moved, said = window_opening_now(text, plan, now, whose=f"{cluster}'s")
+        moved, said = window_opening_now(text, plan, clock(), whose=f"{cluster}'s")
         out.write(said + "\n")
         return moved
 
@@ -263,8 +264,12 @@ def _play(
                 continue
             stage = fleet.stages[m.stage].stage.name
             term.out.write(f"\n── {m.cluster} (stage {stage}): run {m.run_id} ──\n")
-            run = bot.runs.load(m.run_id)
             clocks.follow(fleet, playing=m.cluster)
+            opening = _opening_now(m.cluster, term.out, bot.fleets.clock)
+            if not bot.fleets.start_child(fleet_id, m.cluster, plan=opening):
+                moved = True
+                break  # its API server did not answer: the fleet skipped it or paused, and says so
+            run = bot.runs.load(m.run_id)
             planted = fail[1] if fail is not None and fail[0] == m.cluster else ""
             run = play_run(bot.runs, bot.jobs, run, SimControl(sims[m.cluster]), term, fail=planted)
             term.out.write(

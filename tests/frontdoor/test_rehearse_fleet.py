@@ -301,11 +301,12 @@ def test_an_alert_in_a_later_stage_s_soak_pauses_the_fleet(tmp_path: Path) -> No
     assert re.search(r"rehearsal of fleet outside: fleet F\w+ paused at stage lab", out), out[-2000:]
 
 
-def test_each_childs_window_opens_as_it_starts_on_whatever_day(tmp_path: Path) -> None:
+def test_each_childs_window_opens_at_its_turn_on_whatever_day(tmp_path: Path) -> None:
     # The plan's window was written for a day long gone (as the example's 2026-12-01 is, the day
     # after): every card said "window ended … ago" and every step was worked past it. Each
-    # child's window opens as the fleet starts its run, as long as written and in its zone; the
-    # labs the stage starts together share their opening.
+    # child's window opens as the rehearsal plays it, as long as written and in its zone. The labs
+    # the stage starts together are played one after the other: opened with the stage, lab-2's
+    # window ran while lab-1 was played, and ended before lab-2's turn when lab-1 took long.
     fleet = _write(tmp_path)
     fleet.write_text(
         "name: outside\nroster: {primary: [U0PRIMARY], shadow: [U0SHADOW]}\nplan: tiny\nstages:\n"
@@ -328,9 +329,17 @@ def test_each_childs_window_opens_as_it_starts_on_whatever_day(tmp_path: Path) -
         re.M,
     )
     assert [c for c, _ in opened] == ["ci", "lab-1", "lab-2"], out[-3000:]
-    # Started together: the bot's clock runs 600x, so a few of its minutes pass between the two.
-    labs = [datetime.fromisoformat(start) for _, start in opened[1:]]
-    assert timedelta(0) <= labs[1] - labs[0] <= timedelta(minutes=5), opened
+    # Each at its turn: after its header and the earlier child's end, its window's line, then its
+    # card and its run; the bot's clock only moves on from one opening to the next.
+    at = 0
+    for cluster, _ in opened:
+        header = out.index(f"\n-- {cluster} (stage ", at)
+        line = out.index(f"\nrehearsal: {cluster}'s window", header)
+        ended = re.compile(rf"^-- {cluster}: run \w+ completed --$", re.M).search(out, line)
+        assert ended is not None, out[line : line + 3000]
+        at = ended.end()
+    starts = [datetime.fromisoformat(start) for _, start in opened]
+    assert starts == sorted(starts), opened
     for cluster, start in opened:
         # The child's cards count down to its moved window's end (the first, just after the line).
         end = datetime.fromisoformat(start).replace(tzinfo=ZoneInfo("Asia/Tokyo")) + timedelta(hours=3)

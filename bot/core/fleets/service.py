@@ -4,7 +4,10 @@
 evidence, asks the state machine (`bot.core.fleets.machine`) how far the fleet may go, commits
 that (compare-and-set on the fleet's version, with its audit lines) and only then creates the
 child runs it started. A child's run id is committed before its run exists, and creating it is
-idempotent by that id, so a crash between the two creates it once, at the next drive.
+idempotent by that id, so a crash between the two creates it once, at the next drive. A fleet
+whose children start in turn (`children_in_turn`: a rehearsal, which plays a stage's children one
+after another) leaves that to its caller, who creates each child's run as it plays it
+(`start_child`).
 
 The triggers drive every live fleet on the fleet ticker (`tick`, as often as the run ticker), and
 every verb drives its fleet at once.
@@ -100,7 +103,7 @@ class FleetService:
         judge: SoakJudge | None = None,
         reachable: Callable[[str], str] | None = None,
         listeners: Sequence[FleetListener] = (),
-        child_plan: Callable[[str, str, datetime], str] | None = None,
+        children_in_turn: bool = False,
     ) -> None:
         self.store = store
         self.runs = runs
@@ -117,10 +120,13 @@ class FleetService:
         #: answers, else why not (None: not asked).
         self.reachable = reachable
         self.listeners = tuple(listeners)
-        #: The plan a child's run starts with, from its pinned text: `child_plan(cluster, text,
-        #: now)`. None: as pinned, its window as written (a fleet on the day). A rehearsal opens
-        #: the window as the child starts (`bot.frontdoor.rehearse_fleet`).
-        self.child_plan = child_plan
+        #: False (a fleet on the day): the runs of the children a stage starts are created at
+        #: once, as pinned, their windows as written: their teams work at once. True: the caller
+        #: creates each child's run at its turn (`start_child`): a rehearsal plays a stage's
+        #: children one after another, and opens each one's window as it plays it
+        #: (`bot.frontdoor.rehearse_fleet`); created with the stage, a later child's window ran
+        #: out while the earlier ones were played.
+        self.children_in_turn = children_in_turn
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -320,8 +326,20 @@ class FleetService:
         fleet = self.load(fleet_id)
         if events:
             self._tell(fleet, events)
-        self._create_children(fleet)
+        if not self.children_in_turn:
+            self._create_children(fleet)
         return events
+
+    def start_child(self, fleet_id: str, cluster: str, *, plan: Callable[[str], str] | None = None) -> bool:
+        """`cluster`'s child run, created now if the fleet started it and it has none yet (a fleet
+        whose children start in turn, `children_in_turn`), from the plan `plan(text)` makes of its
+        pinned text (None: as pinned). False when it has no run: not started, or its API server
+        does not answer (the fleet skipped it or paused, saying why)."""
+        fleet = self.load(fleet_id)
+        m = next((m for m in fleet.members if m.cluster == cluster), None)
+        if m is None or m.state != M.STARTED or not m.run_id:
+            return False
+        return self._create_child(fleet, m, plan)
 
     def tick(self) -> list[M.FleetEvent]:
         out: list[M.FleetEvent] = []
@@ -577,7 +595,7 @@ class FleetService:
                 continue
             rows = self.store.run_rows(m.run_id)
             if rows is None:
-                continue  # committed, not created yet: `_create_children` does it
+                continue  # committed, not created yet: `_create_children` (or `start_child`) does it
             run, steps, _ = rows
             if run.state == "completed":
                 # Completed past failed steps people skipped: it says so on the card and at the end.
@@ -623,20 +641,28 @@ class FleetService:
 
     def _create_children(self, fleet: M.Fleet) -> None:
         """Create the runs of members committed as started whose run does not exist yet."""
-        actor = Actor(user_id=fleet.created_by, source="scheduler")
         for m in fleet.members:
-            if m.state != M.STARTED or not m.run_id or self.store.run_rows(m.run_id) is not None:
-                continue
-            why = self.reachable(m.cluster) if self.reachable is not None else ""
-            if why:
-                # Skipped (`skip_unreachable`) or the fleet pauses naming it: never a child run
-                # that fails at its first call.
-                self._apply(fleet.id, _unreachable(m.cluster, why), Actor(user_id="", source="scheduler"))
-                continue
-            text = self._pinned(fleet.id, m.cluster)
-            if self.child_plan is not None:
-                text = self.child_plan(m.cluster, text, self.clock())
-            self.runs.start_pinned(text, actor, run_id=m.run_id)
+            if m.state == M.STARTED and m.run_id:
+                self._create_child(fleet, m)
+
+    def _create_child(self, fleet: M.Fleet, m: M.Member, plan: Callable[[str], str] | None = None) -> bool:
+        """The run of `m` (committed as started) created unless it exists; False when its cluster's
+        API server does not answer."""
+        if self.store.run_rows(m.run_id) is not None:
+            return True
+        why = self.reachable(m.cluster) if self.reachable is not None else ""
+        if why:
+            # Skipped (`skip_unreachable`) or the fleet pauses naming it: never a child run
+            # that fails at its first call.
+            self._apply(fleet.id, _unreachable(m.cluster, why), Actor(user_id="", source="scheduler"))
+            return False
+        text = self._pinned(fleet.id, m.cluster)
+        self.runs.start_pinned(
+            plan(text) if plan is not None else text,
+            Actor(user_id=fleet.created_by, source="scheduler"),
+            run_id=m.run_id,
+        )
+        return True
 
     def _pinned(self, fleet_id: str, cluster: str) -> str:
         rows = self.store.fleet_rows(fleet_id)

@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
 from bot.core.fleets import machine as M
 from bot.core.runs import machine as R
+from bot.core.runs.plans import parse_plan
 from bot.core.runs.service import Actor
 from bot.errors import RunNotFound, TransitionRefused, UserError
 from bot.frontdoor.assemble import Services, assemble
+from bot.frontdoor.rehearse import window_opening_now
 from bot.settings import load_settings
 from bot.sim.cluster import SimCluster
 from tests.support.clock import FakeClock
@@ -418,25 +420,52 @@ def test_a_fleets_children_run_in_their_plans_window_as_written(bot: Services) -
     assert (window.start, window.end) == (T0, T0 + timedelta(hours=3))
 
 
-def test_a_rehearsal_is_asked_for_each_childs_plan_as_the_child_starts(
+def test_a_rehearsals_children_get_their_runs_at_their_turn_each_window_opening_then(
     write_config: Callable[..., Path], tmp_path: Path, clock: FakeClock, sim_small: SimCluster
 ) -> None:
-    # A rehearsal moves each child's window (`fleet_child_plan`): it is asked with the child's
-    # pinned text as that child starts (the labs together, when their stage does), and the text
-    # it returns is the plan the child's run gets.
+    # A rehearsal plays a stage's children one after another (`fleet_children_in_turn`): the fleet
+    # starts them together, and each one's run is created at its turn (`start_child`), from the
+    # plan the rehearsal makes of its pinned text then, its window opening as it is played. Made
+    # with the stage, lab-2's window ran out while lab-1 was played.
     asked: list[tuple[str, str]] = []
 
-    def child_plan(cluster: str, text: str, now: datetime) -> str:
-        asked.append((cluster, f"{now:%H:%M}"))
-        assert f"cluster: {cluster}\n" in text
-        return text.replace("2026-12-01T", "2027-01-02T")
+    def opening(cluster: str) -> Callable[[str], str]:
+        def plan(text: str) -> str:
+            asked.append((cluster, f"{clock():%H:%M}"))
+            assert f"cluster: {cluster}\n" in text
+            return window_opening_now(text, parse_plan(text), clock())[0]
+
+        return plan
 
     path = write_config(fleet_config(tmp_path, sim=sim_small))
-    bot = assemble(load_settings(path, env={}), with_slack=False, clock=clock, fleet_child_plan=child_plan)
+    bot = assemble(load_settings(path, env={}), with_slack=False, clock=clock, fleet_children_in_turn=True)
     try:
-        fleet_id = _through_the_canary(bot, clock)
-        assert asked == [("ci", "05:00"), *((f"lab-{i}", "06:01") for i in range(1, 5))]
-        window = bot.runs.load(_members(bot, fleet_id)["lab-2"].run_id).plan.window
-        assert window.start == datetime(2027, 1, 2, 5, 0, tzinfo=UTC)
+        fleet = bot.fleets.start("twelve", PRIMARY)
+        ci = _members(bot, fleet.id)["ci"]
+        assert ci.state == M.STARTED
+        assert bot.store.run_rows(ci.run_id) is None
+        assert bot.fleets.start_child(fleet.id, "ci", plan=opening("ci"))
+        complete(bot.runs, ci.run_id)
+        bot.fleets.tick()
+        clock.advance(timedelta(hours=1, minutes=1))
+        bot.fleets.tick()
+        bot.fleets.approve(fleet.id, SHADOW)
+        bot.fleets.approve(fleet.id, PRIMARY)
+        labs = {c: m for c, m in _members(bot, fleet.id).items() if c.startswith("lab-")}
+        assert {m.state for m in labs.values()} == {M.STARTED}
+        assert all(bot.store.run_rows(m.run_id) is None for m in labs.values())
+
+        assert bot.fleets.start_child(fleet.id, "lab-1", plan=opening("lab-1"))
+        clock.advance(timedelta(hours=2, minutes=30))  # lab-1 played, past a window opened with the stage
+        complete(bot.runs, labs["lab-1"].run_id)
+        bot.fleets.tick()
+        assert bot.store.run_rows(labs["lab-2"].run_id) is None  # the fleet's tick leaves it to its turn
+        assert bot.fleets.start_child(fleet.id, "lab-2", plan=opening("lab-2"))
+        assert bot.fleets.start_child(fleet.id, "lab-2", plan=opening("lab-2"))  # once: it has its run
+        assert not bot.fleets.start_child(fleet.id, "dev-1")  # not started yet
+        assert asked == [("ci", "05:00"), ("lab-1", "06:01"), ("lab-2", "08:31")]
+        window = bot.runs.load(labs["lab-2"].run_id).plan.window
+        assert (window.start, window.end) == (clock(), clock() + timedelta(hours=3))
+        assert bot.store.run_rows(labs["lab-3"].run_id) is None
     finally:
         bot.close()
