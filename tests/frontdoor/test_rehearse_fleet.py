@@ -181,6 +181,26 @@ def test_a_scenario_that_does_not_exist_is_named_and_nothing_runs(tmp_path: Path
     )
 
 
+def test_a_fleet_that_does_not_exist_is_named_with_the_shipped_ones_not_its_missing_config(
+    tmp_path: Path,
+) -> None:
+    # Without --config the configuration is looked for beside the fleet; a mistyped name used to
+    # be said as "configuration file not found" at a path inside the installed package.
+    for fleet in ("exampel", str(tmp_path / "nosuch.yaml")):
+        result = _rehearse(tmp_path, fleet, "--auto-approve")
+        assert (result.returncode, result.stderr.strip()) == (
+            1,
+            f"upgrade-bot: no fleet plan {fleet!r} (a path, or a shipped fleet: example)",
+        )
+    # With --config the fleet is looked for in its templates_dir too, and said the same way.
+    (tmp_path / "rehearsal.yaml").write_text("clusters: {}\n", encoding="utf-8")
+    result = _rehearse(tmp_path, "exampel", "--config", "rehearsal.yaml")
+    assert (result.returncode, result.stderr.strip()) == (
+        1,
+        "upgrade-bot: no fleet plan 'exampel' (a path, or a shipped fleet: example)",
+    )
+
+
 @pytest.mark.slow  # six eks-nodegroups runbooks end to end: minutes on a loaded 2-core machine
 def test_the_example_fleet_rehearses_to_its_end_with_its_timeline(tmp_path: Path) -> None:
     """The shipped example (3 stages over the 6 clusters its config defines, the eks-nodegroups

@@ -14,7 +14,7 @@ from pathlib import Path
 from bot.core.fleets.plan import parse_fleet, resolve
 from bot.errors import ConfigError, PlanInvalid
 from bot.frontdoor.cli.connect import connect, sim_aws
-from bot.frontdoor.cli.options import EXIT_USAGE, Handler, Subparsers, verb_parser
+from bot.frontdoor.cli.options import EXIT_FAILED, EXIT_USAGE, Handler, Subparsers, verb_parser
 from bot.frontdoor.cli.rehearse import exit_status, sim_options
 from bot.frontdoor.rehearse_fleet import rehearse_fleet
 from bot.logsetup import configure_logging
@@ -77,13 +77,24 @@ def config_path(fleet: str, given: str | None) -> Path:
     return BUILTIN_FLEETS / f"{fleet}.config.yaml"
 
 
+def _no_fleet(fleet: str) -> str:
+    """Why FLEET names no fleet plan, with the fleets the bot ships (as `rehearse` lists its plans)."""
+    shipped = sorted(p.stem for p in BUILTIN_FLEETS.glob("*.yaml") if not p.name.endswith(".config.yaml"))
+    return f"no fleet plan {fleet!r} (a path, or a shipped fleet: {', '.join(shipped) or 'none'})"
+
+
+def _given_or_shipped(fleet: str) -> Path:
+    """FLEET as a file: the path given, else the shipped fleet of that name."""
+    return Path(fleet) if fleet.endswith((".yaml", ".yml")) else BUILTIN_FLEETS / f"{fleet}.yaml"
+
+
 def _fleet_file(fleet: str, settings: Settings) -> Path:
-    if fleet.endswith((".yaml", ".yml")):
-        return Path(fleet)
-    for d in settings.template_dirs():
-        if (d / "fleets" / f"{fleet}.yaml").is_file():
-            return d / "fleets" / f"{fleet}.yaml"
-    return BUILTIN_FLEETS / f"{fleet}.yaml"
+    """FLEET as a file: the path given, else the team's (templates_dir/fleets/), else the shipped one."""
+    if not fleet.endswith((".yaml", ".yml")):
+        for d in settings.template_dirs():
+            if (d / "fleets" / f"{fleet}.yaml").is_file():
+                return d / "fleets" / f"{fleet}.yaml"
+    return _given_or_shipped(fleet)
 
 
 def _rehearse_fleet(args: argparse.Namespace) -> int:
@@ -98,12 +109,17 @@ def _rehearse_fleet(args: argparse.Namespace) -> int:
             )
             return EXIT_USAGE
         fail = (cluster, step)
+    # Without --config the configuration is found beside the fleet: a fleet that is not there is
+    # said as such, not as its missing configuration (inside the installed package, for a name).
+    if not args.config and not _given_or_shipped(args.fleet).is_file():
+        print(f"upgrade-bot: {_no_fleet(args.fleet)}", file=sys.stderr)
+        return EXIT_FAILED
     try:
         settings = load_settings(config_path(args.fleet, args.config), env={})
         path = _fleet_file(args.fleet, settings)
         if not path.is_file():
-            print(f"upgrade-bot: no fleet plan {args.fleet!r} ({path} does not exist)", file=sys.stderr)
-            return EXIT_USAGE
+            print(f"upgrade-bot: {_no_fleet(args.fleet)}", file=sys.stderr)
+            return EXIT_FAILED
         fleet = parse_fleet(path.read_text(encoding="utf-8"), source=str(path))
         clusters = sorted({c for s in resolve(fleet, settings.clusters) for c in s.clusters})
     except ConfigError as exc:
