@@ -100,15 +100,17 @@ class Secrets:
         return [v for v in (self.bot_token, self.app_token, self.signing_secret) if v]
 
     def require(self, *names: str) -> None:
-        """Raise ConfigError naming the first missing environment variable among `names`."""
-        for name in names:
-            attr = {
-                "SLACK_BOT_TOKEN": "bot_token",
-                "SLACK_APP_TOKEN": "app_token",
-                "SLACK_SIGNING_SECRET": "signing_secret",
-            }[name]
-            if not getattr(self, attr):
-                raise ConfigError(f"environment: {name} is not set (secrets come only from the environment)")
+        """Raise ConfigError naming every missing environment variable among `names`: a first start
+        without tokens says all it needs at once, not one per try."""
+        attrs = {
+            "SLACK_BOT_TOKEN": "bot_token",
+            "SLACK_APP_TOKEN": "app_token",
+            "SLACK_SIGNING_SECRET": "signing_secret",
+        }
+        missing = [name for name in names if not getattr(self, attrs[name])]
+        if missing:
+            said = " and ".join(missing) + (" is" if len(missing) == 1 else " are")
+            raise ConfigError(f"environment: {said} not set (secrets come only from the environment)")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -10,7 +10,7 @@ import pytest
 from bot.core.validation import TOKEN_HINT
 from bot.errors import ConfigError
 from bot.frontdoor.cli.options import refused
-from bot.settings import parse_settings
+from bot.settings import Secrets, parse_settings
 
 BOT_TOKEN = "xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx"
 APP_TOKEN = "xapp-1-A0123456789-1234567890123-0123456789abcdef0123456789abcdef"
@@ -92,3 +92,27 @@ def test_the_terminal_masks_a_token_in_any_configuration_error(capsys: pytest.Ca
         "  a: xapp-…(redacted)",
         "  b: xoxb-…(redacted)",
     ]
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({}, "SLACK_BOT_TOKEN and SLACK_APP_TOKEN are"),
+        ({"SLACK_BOT_TOKEN": BOT_TOKEN}, "SLACK_APP_TOKEN is"),
+        ({"SLACK_APP_TOKEN": APP_TOKEN, "SLACK_BOT_TOKEN": " "}, "SLACK_BOT_TOKEN is"),
+    ],
+    ids=["both", "app", "bot-blank"],
+)
+def test_a_start_without_its_tokens_names_every_missing_one_at_once(
+    env: dict[str, str], expected: str
+) -> None:
+    # `run` in Socket Mode: a first start used to say SLACK_BOT_TOKEN, then, once it was set,
+    # SLACK_APP_TOKEN.
+    with pytest.raises(ConfigError) as caught:
+        Secrets.from_env(env).require("SLACK_BOT_TOKEN", "SLACK_APP_TOKEN")
+    assert caught.value.user_message == (
+        f"environment: {expected} not set (secrets come only from the environment)"
+    )
+    Secrets.from_env({"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_APP_TOKEN": APP_TOKEN}).require(
+        "SLACK_BOT_TOKEN", "SLACK_APP_TOKEN"
+    )
