@@ -280,6 +280,16 @@ def test_package_data_takes_every_template_plan_and_scenario_file() -> None:
     assert missed == []
 
 
+def test_the_typed_classifier_comes_with_the_pep_561_marker_in_each_package() -> None:
+    # Without `py.typed` a type checker ignores the installed bot's annotations, whatever the
+    # classifier says.
+    assert "Typing :: Typed" in PYPROJECT["project"]["classifiers"]
+    globs = PYPROJECT["tool"]["setuptools"]["package-data"]
+    for package in ("bot", "commands"):
+        assert (ROOT / package / "py.typed").is_file(), package
+        assert "py.typed" in globs.get(package, []), package
+
+
 def test_the_resource_locator_is_a_leaf_that_finds_the_checkouts_templates() -> None:
     tree = ast.parse((ROOT / "bot" / "resources.py").read_text(encoding="utf-8"))
     imported = [
@@ -369,6 +379,7 @@ def test_the_built_wheel_installs_into_a_fresh_virtualenv_and_runs_from_anywhere
     (wheel,) = dist.glob("upgrade_bot-*.whl")
     shipped = set(zipfile.ZipFile(wheel).namelist())
     assert "bot/core/checks/served_kinds.json" in shipped
+    assert {"bot/py.typed", "commands/py.typed"} <= shipped
     metadata = next(n for n in shipped if n.endswith(".dist-info/METADATA"))
     assert "License-Expression: Apache-2.0" in zipfile.ZipFile(wheel).read(metadata).decode()
     for path in (ROOT / "templates").rglob("*"):
