@@ -140,7 +140,8 @@ def upgrade(engine: Engine, target: str = "head") -> list[str]:
             config.attributes["connection"] = conn
             command.upgrade(config, target)
             for s in pending:
-                log.info("applied schema migration %s: %s", s.revision, s.doc)
+                # The docstring's first paragraph wraps; the log writes a newline as `\n`.
+                log.info("applied schema migration %s: %s", s.revision, " ".join(s.doc.split()))
         if fresh and pending:
             # Read inside the migration's own transaction: nothing but the revisions wrote it.
             _FRESH_SQLITE[:] = [_image(conn, [s.revision for s in pending])]

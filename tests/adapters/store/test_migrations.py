@@ -154,6 +154,24 @@ def test_a_database_at_head_opens_without_alembic_and_one_behind_is_upgraded(url
     assert done.stdout.strip() == "[]"
 
 
+def test_each_migration_applied_is_one_log_line_in_plain_words(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    url = f"sqlite:///{tmp_path / 'bot.db'}"
+    behind = Store.open(url, migrate=False)
+    behind.migrate(NEW_REVISIONS[-2])
+    behind.close()
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="bot.adapters.store.migrate"):
+        Store.open(url).close()
+    # The revision's docstring wraps at its second line; the log used to show `one\nrow` there.
+    assert [r.getMessage() for r in caplog.records if r.name == "bot.adapters.store.migrate"] == [
+        "applied schema migration 0027: The last check of each cluster: `checks_seen`, its finding ids "
+        "and the objects each named, one row per cluster replaced by every check, so `/upgrade waive` "
+        'can say that a waiver (a typo of an object: "shop/paymnets") matches no finding of it.'
+    ]
+
+
 def test_the_database_made_by_the_hand_numbered_migrator_opens_and_is_upgraded_in_place(
     tmp_path: Path,
 ) -> None:
