@@ -102,6 +102,15 @@ def test_an_override_of_a_freeze_inside_the_windows_says_it_went_past_the_freeze
     )
 
 
+def test_an_overrides_reason_keeps_the_mention_its_author_typed(services: Services) -> None:
+    # Slack sends a typed @name as <@U…>: the reply names that person, never "&lt;@U…&gt;" as text.
+    at = 'schedule tokyo-upgrade --at "2026-12-24 14:00" --override --reason "agreed with <@U0PRIMARY>"'
+    ok = cmd(services, at, user="U0COORD")
+    assert ok.ok, ok.rendered.text
+    assert "— agreed with <@U0PRIMARY>" in ok.rendered.text
+    assert "&lt;@" not in ok.rendered.text
+
+
 def test_list_shows_every_announcement_and_cancel_posts_a_notice(
     services: Services, clock: FakeClock
 ) -> None:

@@ -121,7 +121,7 @@ def _drive(service: RunService, clock: FakeClock) -> str:
     later()
     assert service.click(ref("prepare", "reject"), s, reason="pods crash, see <@U0COORD>").accepted
     # Skipped by one person while paused (`/upgrade skip`), then resumed.
-    apply(lambda r: R.skip_step(r, step_id="prepare", reason="done by hand", **by(p)), p)
+    apply(lambda r: R.skip_step(r, step_id="prepare", reason="done by hand with <@U0COORD>", **by(p)), p)
     apply(lambda r: R.resume(r, by="U0PRIMARY", now=clock()), p)
     # evict: the primary approves with force, the shadow without; the action cannot run here.
     assert service.click(ref("evict", "force"), p, reason="the node is gone").accepted
@@ -203,6 +203,8 @@ def test_a_runs_thread_and_card_name_people_as_mentions_never_as_raw_or_escaped_
         "`settle` succeeded",
         "Completed with 2 failed steps skipped",
         "`prepare` failed: reported failed by <@U0SHADOW>: pods crash, see <@U0COORD>",
+        # The honest ending quotes the skip's reason with the mention its author typed.
+        "— skipped by <@U0PRIMARY>: _done by hand with <@U0COORD>_",
     ):
         assert line in said, line
     assert "waived by <@U0PRIMARY>" in said
