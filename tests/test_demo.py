@@ -39,7 +39,7 @@ def test_the_demo_rehearses_the_runbook_then_snapshots_and_diffs_the_upgrade(
     assert "pre-flight check for 1.25 FAILED: 10 Required — API001 (" in out
     assert "EKS005 (Add-on kube-proxy)" in out
     assert "  ↳ file attached: check-prod-1.25.md" in out
-    assert "↳ rehearsal: U0PRIMARY reviewed why `checks` failed and skips it" in out
+    assert "↳ rehearsal: @U0PRIMARY reviewed why `checks` failed and skips it" in out
     assert "⏩ `checks` Pre-flight checks — skipped" in out
     # Part 2: snapshot, upgrade, snapshot, diff through the terminal front door.
     url = re.search(r"^url: http://127\.0\.0\.1:(\d+)$", out, re.MULTILINE)

@@ -47,6 +47,7 @@ from bot.core.evidence.baseline import analysis_queries
 from bot.core.jobs.base import Choice, ChoiceOption
 from bot.core.jobs.service import JobService, choice_of
 from bot.core.people import Directory, StaticDirectory, roles_of
+from bot.core.rendering import mention
 from bot.core.runs import machine as R
 from bot.core.runs.cards import gate_key
 from bot.core.runs.paused import ending
@@ -473,6 +474,10 @@ def play_run(
         # No run ticker here: the window's end is told between steps, as the ticker would.
         run = _told_window_end(service, run)
         if run.state is R.RunState.PAUSED:
+            # Said once the thread says why it paused: a step that failed on its driver's thread
+            # is posted there right after its commit, and the rehearsal, seeing the run paused
+            # first, printed "reviewed why … failed" above the failure.
+            _await_thread(service, run)
             if fail and run.current is not None and run.current.step_id == fail:
                 break  # the planted failure: nobody reviews it away
             run = (
@@ -537,6 +542,17 @@ def _await_gate_post(service: RunService, run: R.Run, cur: R.StepRun) -> None:
     while time.monotonic() < deadline:
         ref = service.store.messages(run.id).get(key)
         if ref is not None and ref.ts:
+            return
+        time.sleep(0.05)
+
+
+def _await_thread(service: RunService, run: R.Run) -> None:
+    """Return once every thread line the run's commits owe is posted (`event:` rows of its
+    outbox, written with each commit), or after GATE_POST_WAIT."""
+    deadline = time.monotonic() + GATE_POST_WAIT
+    while time.monotonic() < deadline:
+        refs = service.store.messages(run.id)
+        if not any(key.startswith("event:") and not ref.ts for key, ref in refs.items()):
             return
         time.sleep(0.05)
 
@@ -670,7 +686,9 @@ def _answer(
         # the team does once the caller's migration is scheduled.
         wanted = ("stop",) if choice.key.startswith("conflict:") else ("delete", "force", "override")
         option = next((o for o in choice.options if o.id in wanted), choice.options[0])
-        reason = f"rehearsal: {holder(option)} {rehearsal_why(choice.key)}" if option.needs_reason else ""
+        reason = (
+            f"rehearsal: {mention(holder(option))} {rehearsal_why(choice.key)}" if option.needs_reason else ""
+        )
         term.out.write(f"  ↳ {holder(option)} answers job {job_id}: {option.label}\n")
         jobs.decide(job_id, choice_key=choice.key, option=option.id, user_id=holder(option), reason=reason)
         return
@@ -748,7 +766,7 @@ def _offer_ways_on(service: RunService, run: R.Run, term: Terminal) -> R.Run:
         why = reason or "rehearsal stopped"
         return service.apply(run.id, lambda r: R.abort(r, by=who, reason=why, now=now()), actor).run
     if word == "resume":
-        why = reason or f"rehearsal: {who} resumes `{cur.step_id}`"
+        why = reason or f"rehearsal: {mention(who)} resumes `{cur.step_id}`"
         return service.apply(run.id, lambda r: R.resume(r, by=who, reason=why, now=now()), actor).run
     return _skip_as_the_gate_counts(service, run, reason, term.out, first=who)
 
@@ -782,7 +800,7 @@ def _skip_as_the_gate_counts(
         )
 
     for n, person in enumerate(people):
-        why = reason or f"rehearsal: {person} reviewed why `{cur.step_id}` failed and skips it"
+        why = reason or f"rehearsal: {mention(person)} reviewed why `{cur.step_id}` failed and skips it"
         more = " (a second vote: the step's gate needs it, as in Slack)" if n else ""
         out.write(f"  ↳ {person} votes to skip {cur.step_id}{more}\n" if reason else f"  ↳ {why}{more}\n")
         run = service.apply(run.id, vote(person, why), Actor(user_id=person, source="terminal")).run
@@ -796,7 +814,7 @@ def _skip_as_the_gate_counts(
         run = service.apply(
             run.id,
             lambda r: R.resume(
-                r, by=first, reason=reason or f"rehearsal: {first} resumes", now=service.clock()
+                r, by=first, reason=reason or f"rehearsal: {mention(first)} resumes", now=service.clock()
             ),
             Actor(user_id=first, source="terminal"),
         ).run

@@ -98,7 +98,7 @@ def test_the_eks_managed_plan_upgrades_everything_through_the_eks_api_in_order()
         out,
     )
     assert "Run paused: step addon-ebs-csi failed" in out
-    assert "↳ rehearsal: U0PRIMARY reviewed why `addon-ebs-csi` failed and skips it" in out
+    assert "↳ rehearsal: @U0PRIMARY reviewed why `addon-ebs-csi` failed and skips it" in out
     assert "`restart-coredns` succeeded: restart job" in out
     assert re.search(r"✅ `check-leftovers` succeeded: check of EKS009, EKS006 for 1\.25 passed: ", out)
     # The settle phase's evidence, measured through the sim's facades.
@@ -215,7 +215,7 @@ def test_the_eks_runbook_rehearses_to_completion_with_the_roster_answering(
     # out payments-worker's vault agent that never gets ready; the roster reviews it and skips.
     assert "`restart-istio-data-plane` failed* in run" in out
     assert "deployment/payments/payments-worker" in out
-    assert "↳ rehearsal: U0PRIMARY reviewed why `restart-istio-data-plane` failed and skips it" in out
+    assert "↳ rehearsal: @U0PRIMARY reviewed why `restart-istio-data-plane` failed and skips it" in out
     # The failure says why, in the known-issue rule's words, with its remedy.
     # ... filled with the real names (the namespace, the failing pods, the container).
     assert re.search(
@@ -236,7 +236,13 @@ def test_the_eks_runbook_rehearses_to_completion_with_the_roster_answering(
     assert "⚠️ Target reached with open findings — 1 open finding: KI004 payments/payments-worker" in out
     assert "🏁 Watch ended — target reached with open findings: 1 open finding" in out
     assert "target_reached_with_open_findings" not in out  # the state in words, everywhere
-    assert "↳ rehearsal: U0PRIMARY reviewed why `watch-settle` failed and skips it" in out
+    assert "↳ rehearsal: @U0PRIMARY reviewed why `watch-settle` failed and skips it" in out
+    # The roster reviews a failure once the thread has said it: its failure and pause come first
+    # (a step failed on its driver's thread is posted right after the commit the rehearsal reads).
+    for step in ("checks", "restart-istio-data-plane", "watch-settle", "diff"):
+        failed = out.index(f"❌ *`{step}` failed* in run")
+        assert failed < out.index(f"⏸️ Run paused: step {step} failed", failed)
+        assert out.index(f"⏸️ Run paused: step {step} failed") < out.index(f"reviewed why `{step}` failed")
     assert "`snapshot-post` succeeded: snapshot #2 `post`" in out
     # The evidence steps measure through the sim's Alertmanager and Prometheus facades (no
     # binaries): the baseline with the pre snapshot, the settle checks, each drain's background.
@@ -258,7 +264,7 @@ def test_the_eks_runbook_rehearses_to_completion_with_the_roster_answering(
     final_card = out.rsplit("Upgrade run", 1)[1]
     assert "Run *completed with 4 failed steps skipped*" in final_card
     # The pre-flight check fails on the scenario's planted blockers; the roster skips it, on record.
-    assert "↳ rehearsal: U0PRIMARY reviewed why `checks` failed and skips it" in out
+    assert "↳ rehearsal: @U0PRIMARY reviewed why `checks` failed and skips it" in out
     assert final_card.count("⏩ `checks`") == 1
     # The final card at a glance: the progress line and the run's last step (it used to be cut
     # off after 11 of the then 25 steps, inside an emoji code). An honest ending (issue 40): the planted
@@ -277,17 +283,17 @@ def test_the_eks_runbook_rehearses_to_completion_with_the_roster_answering(
     for step in ("checks", "watch-settle", "diff"):
         assert f"• `{step}` failed: " in ending
         assert (
-            f"skipped by @U0PRIMARY: _rehearsal: U0PRIMARY reviewed why `{step}` failed and skips it_"
+            f"skipped by @U0PRIMARY: _rehearsal: @U0PRIMARY reviewed why `{step}` failed and skips it_"
             in ending
         )
     # Its gate is four eyes (`approve: [primary, shadow]`): skipping it takes both, as in Slack.
     assert "• `restart-istio-data-plane` failed: " in ending
     assert (
-        "skipped by @U0PRIMARY, @U0SHADOW: _rehearsal: U0PRIMARY reviewed why `restart-istio-data-plane` failed "
-        "and skips it; rehearsal: U0SHADOW reviewed" in ending
+        "skipped by @U0PRIMARY, @U0SHADOW: _rehearsal: @U0PRIMARY reviewed why `restart-istio-data-plane` failed "
+        "and skips it; rehearsal: @U0SHADOW reviewed" in ending
     )
     assert (
-        "  ↳ rehearsal: U0SHADOW reviewed why `restart-istio-data-plane` failed and skips it (a second vote: "
+        "  ↳ rehearsal: @U0SHADOW reviewed why `restart-istio-data-plane` failed and skips it (a second vote: "
         "the step's gate needs it, as in Slack)" in out
     )
     assert "Open findings (as the failed steps found them): `API001` (checks)" in ending
