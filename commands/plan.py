@@ -14,7 +14,7 @@ from bot.core.command import Args, CommandContext, CommandParser, FileAttachment
 from bot.core.jobs.preflight import check_plan, order_warnings, sdk_warnings, step_version_warnings
 from bot.core.people import ANY_ROLE
 from bot.core.rules import load_rules
-from bot.core.runs.draft import STYLES, draft_inputs, draft_plan, gather_facts, summarise
+from bot.core.runs.draft import STYLES, cloud_of, draft_inputs, draft_plan, gather_facts, summarise
 from bot.core.runs.library import find_plan
 from bot.core.runs.plans import (
     PeopleLookup,
@@ -203,6 +203,7 @@ def _draft(ctx: CommandContext, args: Args) -> Reply:
         order=ctx.settings.node_group_order,
         alerts=cluster.alertmanager is not None,
         metrics=cluster.prometheus is not None,
+        cloud=cloud_of(cluster),
     )
     reader = ctx.connect_cluster(cluster)
     with contextlib.closing(reader):

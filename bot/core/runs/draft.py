@@ -30,8 +30,10 @@ import yaml
 
 from bot.core import clusters
 from bot.core.runs.draftfacts import STYLES as STYLES
+from bot.core.runs.draftfacts import UNDRAFTED_CLOUDS
 from bot.core.runs.draftfacts import DraftFacts as DraftFacts
 from bot.core.runs.draftfacts import ProviderFacts as ProviderFacts
+from bot.core.runs.draftfacts import cloud_of as cloud_of
 from bot.core.runs.draftfacts import discover_groups as discover_groups
 from bot.core.runs.draftfacts import fargate_restarts as fargate_restarts
 from bot.core.runs.draftfacts import gather_facts as gather_facts
@@ -130,10 +132,19 @@ def draft_inputs(
     order: Sequence[str] = (),
     alerts: bool = False,
     metrics: bool = False,
+    cloud: str = "",
 ) -> DraftInputs:
-    """What the configuration gives the draft: roster, channels, the next allowed window, the order."""
+    """What the configuration gives the draft: roster, channels, the next allowed window, the order.
+    `cloud`: the cluster's provider (`cloud_of`); `eks-managed` is refused for another cloud's, whose
+    pools EKS does not replace."""
     if not roster:
         raise UserError("the configuration has no roster: a plan's gates need people (add `roster:`)")
+    if style == "eks-managed" and cloud in UNDRAFTED_CLOUDS:
+        raise UserError(
+            f"--style eks-managed drafts EKS's steps, and {cluster}'s provider is {cloud.upper()}: "
+            f"draft with --style pipeline or generic ({cloud.upper()}'s own actions, "
+            f"{', '.join(UNDRAFTED_CLOUDS[cloud])}, are in the {cloud}-managed example plan)"
+        )
     zone = ZoneInfo(timezone)
     start, end, note = draft_window(windows, now=now, zone=zone)
     return DraftInputs(
@@ -148,6 +159,7 @@ def draft_inputs(
         order=tuple(order),
         alerts=alerts,
         metrics=metrics,
+        cloud=cloud,
     )
 
 

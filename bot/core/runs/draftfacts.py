@@ -29,6 +29,19 @@ from bot.errors import ProviderError, ProviderUnavailable, UserError
 from bot.records import ClusterConfig, WaiverRow
 
 STYLES = ("pipeline", "eks-managed", "generic")
+#: The clouds whose actions the draft does not write yet → those actions (the control plane's,
+#: the node pools'), which their example plan (`templates/plans/<cloud>-managed.yaml`) shows.
+UNDRAFTED_CLOUDS = {
+    "aks": ("aks-upgrade-control-plane", "aks-upgrade-nodepool"),
+    "gke": ("gke-update-master", "gke-update-nodepool"),
+}
+
+
+def cloud_of(cluster: ClusterConfig) -> str:
+    """The cloud the cluster's `provider:` names (`eks`, `aks`, `gke`), or "" without one."""
+    return "eks" if cluster.eks else "aks" if cluster.aks else "gke" if cluster.gke else ""
+
+
 CONTROL_NAMESPACES = frozenset({"kube-system"})
 MESH_NAMESPACES = frozenset({"istio-system"})
 OBSERVABILITY_NAMESPACES = frozenset({"logging", "monitoring", "observability"})

@@ -21,6 +21,7 @@ from bot.core.runs.draftfacts import (
     CORDONED,
     KUBE_PROXY_FINDINGS,
     RANK_WHY,
+    UNDRAFTED_CLOUDS,
     DraftFacts,
     NodeGroup,
     discover_groups,
@@ -80,6 +81,8 @@ class DraftInputs:
     #: the drains' `background:` checks (docs/evidence-gate.md).
     alerts: bool = False
     metrics: bool = False
+    #: The cloud the cluster's `provider:` names (`eks`, `aks`, `gke`; "" for none).
+    cloud: str = ""
 
 
 #: The apiserver's 4xx rate, judged against its baseline (issue 39 item 7).
@@ -250,6 +253,18 @@ class DraftWriter:
             add("# Required findings the catch-up and add-on steps below settle:")
             for hop, f in sorted_findings.settled:
                 out.extend(_comment(f"  {f.id} (check for {hop}): {f.title}", indent=""))
+        undrafted = UNDRAFTED_CLOUDS.get(inputs.cloud)
+        if undrafted:
+            cloud = inputs.cloud.upper()
+            out.extend(
+                _comment(
+                    f"{inputs.cluster}'s provider is {cloud}: this draft writes no {cloud} action yet "
+                    f"({', '.join(undrafted)}), so the control plane and the node pools are people's steps "
+                    f"below. templates/plans/{inputs.cloud}-managed.yaml shows those actions "
+                    f"(`upgrade-bot rehearse {inputs.cloud}-managed` plays it).",
+                    indent="",
+                )
+            )
         for note in facts.notes:
             out.extend(_comment(f"Not read: {note}", indent=""))
 
@@ -579,8 +594,8 @@ class DraftWriter:
             )
         else:
             step(
-                "The control plane goes first: kubelets may lag it, never lead it. No plan action upgrades it\n"
-                "(the plan language has no control-plane action): a person does it and marks it done.",
+                "The control plane goes first: kubelets may lag it, never lead it. No action of this draft\n"
+                "upgrades it: a person does it and marks it done.",
                 [
                     f"- id: {control}",
                     "phase: roll out",

@@ -16,7 +16,7 @@ from bot.core.checks import service as checks
 from bot.core.clusters import group_labels, pick_cluster
 from bot.core.jobs.preflight import check_plan, order_warnings, sdk_warnings, step_version_warnings
 from bot.core.rules import load_rules
-from bot.core.runs.draft import DraftFacts, draft_inputs, draft_plan, gather_facts
+from bot.core.runs.draft import DraftFacts, cloud_of, draft_inputs, draft_plan, gather_facts
 from bot.core.runs.plans import PeopleLookup, parse_plan, read_plan_file, window_warnings
 from bot.core.snapshots.projection import Progress, take_snapshot
 from bot.errors import (
@@ -204,6 +204,7 @@ def _draft(settings: Settings, args: argparse.Namespace) -> int:
             order=settings.node_group_order,
             alerts=cluster.alertmanager is not None,
             metrics=cluster.prometheus is not None,
+            cloud=cloud_of(cluster),
         )
     except UserError as exc:
         raise UsageError(exc.user_message) from None

@@ -383,3 +383,58 @@ def test_windows_too_short_for_an_hour_say_so_and_schedule_refuses_the_placehold
         "No slot of 1h or more in the configured windows (Mon–Fri 14:00–14:30 UTC)"
     )
     assert "placeholder that `schedule` refuses" in inputs.window_note
+
+
+@pytest.mark.parametrize(
+    ("cloud", "actions"),
+    [
+        ("aks", "aks-upgrade-control-plane, aks-upgrade-nodepool"),
+        ("gke", "gke-update-master, gke-update-nodepool"),
+    ],
+)
+def test_a_draft_for_an_aks_or_gke_cluster_says_it_writes_no_action_of_that_cloud_and_where_they_are(
+    cloud: str, actions: str
+) -> None:
+    text = draft_plan(_shop(), dataclasses.replace(_inputs(), cloud=cloud))
+    header = " ".join(line.removeprefix("# ") for line in text.splitlines() if line.startswith("# "))
+    assert (
+        f"prod's provider is {cloud.upper()}: this draft writes no {cloud.upper()} action yet ({actions})"
+        in header
+    )
+    assert f"templates/plans/{cloud}-managed.yaml shows those actions" in header
+    # The control plane's step does not claim that no action could upgrade it: the cloud's can.
+    assert "the plan language has no control-plane action" not in text
+    parse_plan(text, source="draft.yaml", now=datetime(2026, 11, 26, tzinfo=UTC))
+    assert "provider is" not in draft_plan(_shop(), _inputs())
+
+
+@pytest.mark.parametrize("cloud", ["aks", "gke"])
+def test_eks_managed_is_refused_for_a_cluster_whose_provider_is_aks_or_gke(cloud: str, tmp_path: Any) -> None:
+    settings = parse_settings(
+        f"data_dir: {tmp_path}\nroster: {{primary: [U0PRIMARY], shadow: [U0SHADOW]}}\n",
+        source=tmp_path / "c.yaml",
+        env={},
+    )
+    now = datetime(2026, 11, 26, 1, 0, tzinfo=UTC)
+    assert _from(settings, now).cloud == ""
+
+    def inputs(style: str, on: str) -> DraftInputs:
+        return draft_inputs(
+            cluster="prod",
+            target="1.29",
+            style=style,
+            now=now,
+            roster=settings.roster,
+            channels={},
+            windows=settings.windows,
+            timezone=settings.timezone,
+            group_labels=None,
+            cloud=on,
+        )
+
+    with pytest.raises(
+        UserError, match=f"--style eks-managed drafts EKS's steps, and prod's provider is {cloud.upper()}"
+    ):
+        inputs("eks-managed", cloud)
+    assert inputs("pipeline", cloud).cloud == cloud
+    assert inputs("eks-managed", "eks").style == "eks-managed"
