@@ -215,12 +215,13 @@ class CloudJob:
         key: str = "",
         posts: Sequence[Post] = (),
         said: str = "",
+        people: Sequence[str] = (),
     ) -> Tick:
         """The step's end, posted once under `key` (after `posts`, the tick's other lines; no key, no
-        post), audited as `said` (by default: done, or failed)."""
+        post), audited as `said` (by default: done, or failed); `people`: who it names (mentions)."""
         return Tick(
             progress=progress,
-            posts=(*posts, Post(key=key, text=text)) if key else tuple(posts),
+            posts=(*posts, Post(key=key, text=text, people=tuple(people))) if key else tuple(posts),
             audit=((f"{self.kind} {said or ('done' if ok else 'failed')}", text),),
             card=(text,),
             done=True,

@@ -496,7 +496,7 @@ class GkeUpdateNodepoolJob(_GkeJob):
             else f"{what}: the rollback {op.status} — {update_errors(op.errors, self.cloud)}"
         )
         # The upgrade did not happen: the step fails either way, and the run pauses for people.
-        return self._end(progress, text, ok=False, key=f"rollback-done:{pool}")
+        return self._end(progress, text, ok=False, key=f"rollback-done:{pool}", people=(str(rollback["by"]),))
 
 
 def _settings_text(progress: Progress) -> str:

@@ -15,6 +15,7 @@ from bot.core.jobs.base import Decision, Job
 from bot.core.jobs.gke import GkeUpdateNodepoolJob, check_nodepool
 from bot.core.jobs.trail import make_trail
 from bot.core.providers import ProviderAccess
+from bot.core.rendering import inert_naming
 from bot.errors import UserError
 from bot.records import ClusterConfig
 from bot.sim import SimCluster
@@ -101,6 +102,9 @@ def test_a_person_asks_at_the_soak_and_the_rollback_is_called_once_through_a_cra
         f"on {OLD} again"
     )
     assert sim.core.providers["gke"].pool("apps")["version"] == OLD
+    # The thread's last line names who asked as a mention, as the line of the ask did.
+    (done,) = [p for p in d.last.posts if p.key == "rollback-done:apps"]
+    assert "asked by <@U0SHADOW>)" in inert_naming(done.text, done.people)
 
 
 def test_surge_settings_from_the_plan_are_sent_and_shown_and_bad_ones_refused(
