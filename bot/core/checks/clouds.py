@@ -42,7 +42,10 @@ def cloud_extra(
                 notes.append(cloud_skipped(cloud, unnamed))
             return []
         try:
-            return run((connect or connect_provider)(provider), reader, target, notes)
+            # `--to v1.26.6` as kubectl prints versions: the clouds list theirs without the `v`.
+            return run(
+                (connect or connect_provider)(provider), reader, target.strip().removeprefix("v"), notes
+            )
         except ProviderUnavailable as exc:
             notes.append(cloud_skipped(cloud, str(exc)))
         except ProviderError as exc:

@@ -27,6 +27,19 @@ def test_the_aks_checks_pass_an_offered_target_and_note_the_profile_and_maintena
     )
 
 
+def test_a_target_written_as_kubectl_prints_it_is_the_version_the_profile_offers(
+    sim_factory: Callable[..., SimCluster],
+) -> None:
+    # It read "offers 1.25.15, 1.26.6, 1.26.10 …, not v1.26.6" as a Required finding.
+    sim = sim_factory("aks-nodepools", speed=0.0, seed=1)
+    assert aks_extra(aks_provider(sim))(None, "v1.26.6", []) == []  # type: ignore[arg-type]
+    (finding,) = aks_extra(aks_provider(sim))(None, "v1.26.7", [])  # type: ignore[arg-type]
+    assert (finding.title, finding.why.rpartition(", not ")[2]) == (
+        "AKS cluster shop-prod is not ready for 1.26.7",
+        "1.26.7",
+    )
+
+
 def test_a_target_the_upgrade_profile_does_not_offer_is_required_to_change(
     sim_factory: Callable[..., SimCluster],
 ) -> None:

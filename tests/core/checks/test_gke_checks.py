@@ -45,6 +45,15 @@ def test_an_exclusion_in_force_in_the_window_is_required_naming_it_and_its_end(
     assert "is in force and ends at 2027-01-04T00:00:00Z" in finding.why
 
 
+def test_a_target_written_as_kubectl_prints_it_is_the_version_the_server_config_offers(
+    sim_factory: Callable[..., SimCluster],
+) -> None:
+    # It read "offers …, 1.30.4-gke.1348000, … not v1.30.4-gke.1348000" as a Required finding.
+    sim = sim_factory("gke-nodepools", speed=0.0, seed=1)
+    for target in (f"v{TARGET}", "v1.30.4", "v1.30"):
+        assert gke_extra(gke_provider(sim), now=BEFORE)(None, target, []) == [], target  # type: ignore[arg-type]
+
+
 def test_a_target_the_server_config_does_not_offer_is_required_to_change(
     sim_factory: Callable[..., SimCluster],
 ) -> None:
