@@ -489,7 +489,11 @@ def test_inconclusive_evidence_pauses_the_run_with_wait_waive_and_abort_for_the_
     # The wrong people: each button says why, ephemeral, and nothing changes.
     wait = bot.click(SHADOW, value, "paused_wait")
     assert wait is not None
-    assert "resuming `settle` is for the primary, who hold its gate; you are the shadow" in wait
+    # Each refusal names what the person tried (not "resuming", which no button here does) and who may.
+    assert (
+        "waiting for fresh evidence on `settle` is for the primary, who hold its gate; you are the shadow"
+        in wait
+    )
     views = len(bot.stub.calls_to("views.open"))
     waive = bot.click(COORD, value, "paused_evidence_waive")
     assert waive is not None
@@ -497,7 +501,9 @@ def test_inconclusive_evidence_pauses_the_run_with_wait_waive_and_abort_for_the_
     assert len(bot.stub.calls_to("views.open")) == views
     abort = bot.click(STRANGER, value, "paused_abort")
     assert abort is not None
-    assert "you are not in this run's roster" in abort
+    assert (
+        "aborting `settle` is for the primary, who hold its gate; you are not in this run's roster" in abort
+    )
     assert "Run *paused*" in bot.card()
 
     # Wait as the primary: the run goes on, the job checks again, still no data: paused again.
@@ -662,7 +668,8 @@ def test_an_abort_by_choose_fails_the_step_and_the_run_stays_paused_on_the_failu
     # could not pause a paused run, and was dropped.
     bot = evidence_bot
     job = _paused_on_evidence(bot, sim_small)
-    assert "resuming `settle` is for the primary, who hold its gate; you are the shadow" in (
+    # The refusal names the abort the shadow tried (it said "resuming `settle`" before).
+    assert "aborting `settle` is for the primary, who hold its gate; you are the shadow" in (
         bot.command(f"choose {job} abort", user=SHADOW)
     )
     assert "Abort: recorded" in bot.command(f"choose {job} abort", user=PRIMARY)
@@ -673,3 +680,22 @@ def test_an_abort_by_choose_fails_the_step_and_the_run_stays_paused_on_the_failu
     run = bot.services.runs.load(bot.services.store.runs()[0].id)
     assert run.state.value == "paused"
     assert run.step_run("settle").state.value == "failed"
+
+
+def test_an_answer_to_a_question_on_a_run_paused_by_hand_names_what_was_tried(
+    evidence_bot: Bot, sim_small: Any
+) -> None:
+    # A run paused for another reason over an open question takes Wait and Abort from the step's
+    # gate; the shadow's was refused as "answering the evidence of `settle`", not saying what it was.
+    bot = evidence_bot
+    job = _paused_on_evidence(bot, sim_small)
+    run_id = bot.services.store.runs()[0].id
+    assert "is active" in bot.command(f"resume {run_id}", user=PRIMARY)
+    assert "is paused" in bot.command(f"pause {run_id} --reason payments batch", user=COORD)
+    assert (
+        "waiting for fresh evidence on `settle` is for the primary, who hold its gate; you are the shadow"
+        in (bot.command(f"choose {job} wait", user=SHADOW))
+    )
+    assert "aborting `settle` is for the primary, who hold its gate; you are the coordinator" in (
+        bot.command(f"choose {job} abort", user=COORD)
+    )

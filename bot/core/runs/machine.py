@@ -779,12 +779,30 @@ def resume_click(
     return resume(run, by=user_id, now=now, reason=reason or f"from the card, at `{step_id}`")
 
 
+#: What a paused card's button (or an answer to Inconclusive evidence) does, in a refusal's words.
+DOING = {"resume": "resuming", "wait": "waiting for fresh evidence on", "abort": "aborting"}
+
+
+def not_the_gates(doing: str, step_id: str, gate: Gate, held: frozenset[str]) -> str:
+    """A refusal naming what was tried (a key of `DOING`) and who may: "aborting `settle` is for…"."""
+    anyone = " or ".join(f"the {r}" for r in gate.roles)
+    return f"{DOING[doing]} `{step_id}` is for {anyone}, who hold its gate; you are {_you(held)}"
+
+
 def paused_refusal(
-    run: Run, *, step_id: str, epoch: int, user_id: str, directory: Directory, gate_roles: bool = True
+    run: Run,
+    *,
+    step_id: str,
+    epoch: int,
+    user_id: str,
+    directory: Directory,
+    gate_roles: bool = True,
+    doing: str = "resume",
 ) -> Outcome | None:
     """Why a paused card's button may not be used by `user_id` now (None: it may): the run must
     be paused at that step as it was when the card was drawn, and (`gate_roles`) the person hold a
-    role of its gate (Waive… has its own roles: `/upgrade waive`'s)."""
+    role of its gate (Waive… has its own roles: `/upgrade waive`'s). A refusal names what the
+    button does (`doing`)."""
 
     refuse = functools.partial(refused, run, step_id, user_id)
 
@@ -796,8 +814,7 @@ def paused_refusal(
     gate = run.plan.step(step_id).gate
     held = frozenset(roles_of(user_id, run.roster, directory))
     if gate_roles and not held & set(gate.roles):
-        anyone = " or ".join(f"the {r}" for r in gate.roles)
-        return refuse(f"resuming `{step_id}` is for {anyone}, who hold its gate; you are {_you(held)}")
+        return refuse(not_the_gates(doing, step_id, gate, held))
     return None
 
 

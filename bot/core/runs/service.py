@@ -718,7 +718,7 @@ class RunService:
         else:
 
             def change(run: R.Run) -> R.Outcome:
-                refused = R.paused_refusal(run, **self._button(ref, actor))
+                refused = R.paused_refusal(run, **self._button(ref, actor), doing=ref.decision)
                 if refused is not None:
                     return refused
                 if not run.reason.startswith(R.EVIDENCE_PAUSE):
@@ -767,9 +767,9 @@ class RunService:
                     f"run {run_id} is paused ({clip(run.reason, 120)}): resume it, then waive the evidence"
                 )
             gate = run.plan.step(step_id).gate
-            if not set(roles_of(user_id, run.roster, self.directory)) & set(gate.roles):
-                anyone = " or ".join(f"the {r}" for r in gate.roles)
-                raise UserError(f"answering the evidence of `{step_id}` is for {anyone}, who hold its gate")
+            held = frozenset(roles_of(user_id, run.roster, self.directory))
+            if not held & set(gate.roles):
+                raise UserError(R.not_the_gates(decision, step_id, gate, held))
             return EvidenceAnswer(counts=True, text=reason)
         ref = R.ButtonRef(run_id=run_id, step_id=step_id, epoch=epoch, decision=decision)
         # The click or command it came through, on the audit row as every door's (channel, correlation id).

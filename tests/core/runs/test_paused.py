@@ -294,6 +294,26 @@ def test_a_step_held_on_inconclusive_evidence_is_listed_as_held_not_running() ->
     assert ":arrows_counterclockwise: `cp` Control plane — running" in text
 
 
+def test_a_refused_button_of_a_paused_run_names_what_the_person_tried() -> None:
+    # A coordinator's Wait or Abort was told "resuming `cp` is for …": a thing no button there does.
+    run = paused_on_evidence()
+    cp = run.step_run("cp")
+
+    def refusal(doing: str, user: str = C) -> str:
+        out = R.paused_refusal(
+            run, step_id="cp", epoch=cp.epoch, user_id=user, directory=DIRECTORY, doing=doing
+        )
+        assert out is not None
+        assert not out.accepted
+        return out.message
+
+    who = "is for the primary or the shadow, who hold its gate; you are the coordinator"
+    assert refusal("wait") == f"waiting for fresh evidence on `cp` {who}"
+    assert refusal("abort") == f"aborting `cp` {who}"
+    assert refusal("resume") == f"resuming `cp` {who}"
+    assert refusal("abort", X).endswith("you are not in this run's roster")
+
+
 def test_a_step_skipped_while_the_run_is_paused_leaves_it_paused_and_resume_opens_the_next_gate() -> None:
     run = failed_check()
     out = R.skip_step(run, step_id="checks", user_id=P, directory=DIRECTORY, reason="reviewed", now=T0)
