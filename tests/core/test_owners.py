@@ -47,7 +47,11 @@ def test_a_pod_of_a_flux_applied_deployment_is_owned_by_its_kustomization() -> N
         owner.consequence
         == "Flux Kustomization flux-system/apps will revert this change at its next reconcile"
     )
-    assert owner.path.startswith("flux-suspend object=kustomization/flux-system/apps")
+    # Each command its own code span, whole as typed; the words between them outside.
+    assert owner.path == (
+        "`/upgrade action flux-suspend object=kustomization/flux-system/apps` first, then "
+        "`/upgrade action flux-resume object=kustomization/flux-system/apps` once the fix is in Git"
+    )
 
 
 def test_a_flux_helmrelease_wins_over_the_helm_marks_it_also_writes() -> None:
@@ -84,7 +88,7 @@ def test_kube_proxy_applied_by_eks_is_the_managed_add_on_and_a_self_managed_one_
     managed = owner_of(_obj("DaemonSet", "kube-system", "kube-proxy", managedFields=eks))
     assert managed is not None
     assert (managed.kind, managed.name) == (EKS_ADDON, "kube-proxy")
-    assert managed.path.startswith("eks-update-addon addon=kube-proxy")
+    assert managed.path.startswith("`/upgrade action eks-update-addon addon=kube-proxy")
     vpc = owner_of(_obj("DaemonSet", "kube-system", "aws-node", managedFields=eks))
     assert vpc is not None
     assert vpc.name == "vpc-cni"

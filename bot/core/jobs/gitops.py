@@ -32,7 +32,7 @@ import yaml
 
 from bot.core.jobs.base import Post, Progress, Tick
 from bot.core.jobs.common import JobCluster, iso, kind_namespace_name, namespace_name, object_name
-from bot.core.kube.owners import ARGOCD, FLUX_KUSTOMIZATION, Owner, find_owner
+from bot.core.kube.owners import ARGOCD, FLUX_KUSTOMIZATION, Owner, action, find_owner
 from bot.errors import ClusterError, UserError, clip
 from bot.records import FileAttachment
 
@@ -343,7 +343,7 @@ def _as_it_stands(cluster: JobCluster, owner: Owner) -> dict[str, str]:
             f"{owner.title} is suspended: it will not revert this change until it is resumed, and will "
             "then unless the fix is in Git"
         )
-        shown["path"] = f"put the fix in Git, then flux-resume object={kind}/{owner.ref}"
+        shown["path"] = f"put the fix in Git, then {action(f'flux-resume object={kind}/{owner.ref}')}"
     elif owner.kind == ARGOCD and not (spec.get("syncPolicy") or {}).get("automated"):
         paused = PAUSED in ((obj.get("metadata") or {}).get("annotations") or {})
         shown["consequence"] = (
@@ -352,6 +352,6 @@ def _as_it_stands(cluster: JobCluster, owner: Owner) -> dict[str, str]:
             + ": it will not revert this change, but its next sync will overwrite it"
         )
         shown["path"] = "put the fix in Git before its next sync" + (
-            f", then argocd-resume application={namespace}/{owner.name}" if paused else ""
+            f", then {action(f'argocd-resume application={namespace}/{owner.name}')}" if paused else ""
         )
     return shown

@@ -90,23 +90,23 @@ class Owner:
 
     @property
     def path(self) -> str:
-        """The owner's path: the gated action (or the step) that changes it the owner's way."""
-        if self.kind == FLUX_KUSTOMIZATION:
-            return f"flux-suspend object=kustomization/{self.ref} first, flux-resume after the fix is in Git"
-        if self.kind == FLUX_HELMRELEASE:
-            return f"flux-suspend object=helmrelease/{self.ref} first, flux-resume after the fix is in Git"
+        """The owner's path: the gated action (or the step) that changes it the owner's way, each
+        command its own code span, whole as people type it (`action`), the words outside them."""
+        if self.kind in (FLUX_KUSTOMIZATION, FLUX_HELMRELEASE):
+            obj = f"object={'kustomization' if self.kind == FLUX_KUSTOMIZATION else 'helmrelease'}/{self.ref}"
+            return f"{action(f'flux-suspend {obj}')} first, then {action(f'flux-resume {obj}')} once the fix is in Git"
         if self.kind == ARGOCD:
-            if not self.namespace:
-                # The instance label names the Application only; such Applications live in Argo
-                # CD's own namespace, `argocd` in its install manifests.
-                return (
-                    f"argocd-pause application=argocd/{self.name} first (Argo CD's namespace, if not argocd), "
-                    "argocd-resume after the fix is in Git"
-                )
-            return f"argocd-pause application={self.ref} first, argocd-resume after the fix is in Git"
+            # The instance label names the Application only; such Applications live in Argo CD's
+            # own namespace, `argocd` in its install manifests.
+            app = f"application={self.ref if self.namespace else f'argocd/{self.name}'}"
+            where = "" if self.namespace else " (Argo CD's namespace, if not argocd)"
+            return (
+                f"{action(f'argocd-pause {app}')} first{where}, "
+                f"then {action(f'argocd-resume {app}')} once the fix is in Git"
+            )
         if self.kind == HELM:
             return f"change the values of release {self.ref} and run `helm upgrade`"
-        return f"eks-update-addon addon={self.name} version=… instead of set-image"
+        return f"{action(f'eks-update-addon addon={self.name} version=…')} instead of `set-image`"
 
     def as_dict(self) -> dict[str, str]:
         return {
@@ -118,6 +118,11 @@ class Owner:
             "consequence": self.consequence,
             "path": self.path,
         }
+
+
+def action(command: str) -> str:
+    """A gated action as people type it, in a code span of its own so it can be copied whole."""
+    return f"`/upgrade action {command}`"
 
 
 def describe(obj: Mapping[str, Any]) -> str:
