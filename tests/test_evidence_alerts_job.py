@@ -13,7 +13,7 @@ import pytest
 from bot.adapters.alertmanager import Alertmanager
 from bot.core.evidence.matchers import parse_matcher
 from bot.core.evidence.view import alerts_view
-from bot.core.jobs.alerts import PAUSE_KIND, AlertsJob, Evidence
+from bot.core.jobs.alerts import PAUSE_KIND, AlertsJob, Evidence, waived
 from bot.core.jobs.base import Decision
 from bot.core.jobs.registry import job_kind
 from bot.errors import UserError
@@ -90,7 +90,7 @@ def test_no_answer_pauses_with_an_inconclusive_choice_and_only_people_waive_it(s
         now=T0 + timedelta(minutes=13),
         decision=Decision(choice_key=again.choice.key, option="waive", by="U1", reason="AM maintenance"),
     )
-    assert (waived.done, waived.ok, waived.detail) == (True, True, "alerts: waived by <@U1>: AM maintenance")
+    assert (waived.done, waived.ok, waived.detail) == (True, True, "alerts: waived by <@U1> (AM maintenance)")
 
 
 def test_alerts_is_a_plan_kind_that_refuses_a_bad_regex() -> None:
@@ -99,3 +99,20 @@ def test_alerts_is_a_plan_kind_that_refuses_a_bad_regex() -> None:
     assert not kind.mutating
     with pytest.raises(UserError, match=r"ignore: '\(unclosed' is not a regular expression"):
         kind.check({"ignore": "(unclosed"})
+
+
+def test_a_waiver_of_two_people_names_each_with_their_reason_in_the_cards_words() -> None:
+    # It read "alerts: waived by <@U2>: <@U1>: token rotates; Grafana is green; <@U2>: checked too",
+    # beside the card's clear "evidence waived by @P (…) and @S (…)".
+    decision = Decision(
+        choice_key=f"{PAUSE_KIND}:alerts:1",
+        option="waive",
+        by="U2",
+        reason="<@U1>: token rotates; Grafana is green; <@U2>: checked too",
+    )
+    tick = waived("alerts", {}, decision)
+    said = "alerts: waived by <@U1> (token rotates; Grafana is green) and <@U2> (checked too)"
+    assert tick.detail == said
+    assert tick.audit == (("evidence:waived", said),)
+    (post,) = tick.posts
+    assert (post.text, post.people) == (said, ("U2", "U1"))

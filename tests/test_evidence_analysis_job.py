@@ -180,7 +180,7 @@ def test_a_condition_that_cannot_be_decided_is_error_after_four_in_a_row(sim_sma
         decision=Decision(choice_key=asked.choice.key, option="waive", by="U2", reason="known metric rename"),
     )
     assert (waived.done, waived.ok) == (True, True)
-    assert waived.audit == (("evidence:waived", "analysis: waived by <@U2>: known metric rename"),)
+    assert waived.audit == (("evidence:waived", "analysis: waived by <@U2> (known metric rename)"),)
 
 
 def test_a_resumed_job_keeps_its_baseline_and_measurements(sim_small: SimCluster) -> None:

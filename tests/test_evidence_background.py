@@ -125,7 +125,7 @@ def test_a_new_alert_pauses_the_drain_before_its_next_node_and_says_why(sim_smal
     assert _states(driver)["n2"] == "cordoned"
     # Waive (with a reason): this check no longer pauses the step, which drains on.
     driver.tick(Decision(choice_key=driver.choice.key, option="waive", by="U0SHADOW", reason="known, INC-42"))
-    assert ("evidence:waived", "background alerts: waived by <@U0SHADOW>: known, INC-42") in driver.audit
+    assert ("evidence:waived", "background alerts: waived by <@U0SHADOW> (known, INC-42)") in driver.audit
     fake.finish("shop/web-n2")
     fake.finish("shop/web-n3")
     driver.run()

@@ -203,7 +203,7 @@ def test_no_evidence_gives_no_blocks_and_no_now_line() -> None:
 
 
 def test_evidence_people_waived_is_waived_never_successful_and_its_counts_not_measured() -> None:
-    waived = "analysis: waived by <@U0PRIMARY>: Prometheus is down; <@U0SHADOW>: Grafana is green"
+    waived = "analysis: waived by <@U0PRIMARY> (Prometheus is down) and <@U0SHADOW> (Grafana is green)"
     progress = {"query": "sum(up)", "count": 5, "outcome": "Inconclusive", "measurements": []}
     (an,) = step_view("analysis", progress, done=True, ok=True, name="settle-4xx", detail=waived).analyses
     assert an.outcome == "Waived"

@@ -551,8 +551,8 @@ def test_inconclusive_evidence_pauses_the_run_with_wait_waive_and_abort_for_the_
     audit = [e.detail for e in bot.services.store.audit_entries(limit=200)]
     waived = [d for d in audit if "waived by" in d]
     assert waived
-    assert f"<@{PRIMARY}>: Alertmanager token rotates at 15:00" in waived[0]
-    assert f"<@{SHADOW}>: checked the dashboards too" in waived[0]
+    assert f"<@{PRIMARY}> (Alertmanager token rotates at 15:00; Grafana is green)" in waived[0]
+    assert f"<@{SHADOW}> (checked the dashboards too)" in waived[0]
     # Each vote from the modal, and the answer it gave the step's job, is audited with the
     # channel and the correlation id of its click, as every button's row is.
     from_modal = [
@@ -575,10 +575,15 @@ def test_inconclusive_evidence_pauses_the_run_with_wait_waive_and_abort_for_the_
     # The thread's line of the waiver names both voters as mentions (it showed `&lt;@…&gt;`).
     posts = [c.params["text"] for c in bot.stub.calls_to("chat.postMessage") if c.params.get("thread_ts")]
     (said,) = [t for t in posts if t.startswith("alerts: waived by")]
-    assert f"alerts: waived by <@{SHADOW}>: <@{PRIMARY}>: Alertmanager token rotates at 15:00" in said
+    # In the card's words: each person with their reason (it read "waived by <@S>: <@P>: …; <@S>: …").
+    assert said == (
+        f"alerts: waived by <@{PRIMARY}> (Alertmanager token rotates at 15:00; Grafana is green) and <@{SHADOW}> "
+        "(checked the dashboards too)"
+    )
     assert "&lt;@" not in said
-    # The step's note (the job's words) names the people as mentions, never as escaped text.
-    assert f"_alerts job 2: alerts: waived by <@{SHADOW}>: <@{PRIMARY}>: Alertmanager token rotates" in text
+    # The step's line says who waived it once: the job's words (its note) are not repeated beside it.
+    assert "alerts job 2: alerts: waived by" not in text
+    assert text.count("Alertmanager token rotates at 15:00") == 1
     assert "&lt;@" not in text
     # The report: Waived everywhere (the alert timeline, the JSON), with why nothing was measured.
     report = build_report(bot.services.store, run.id)
@@ -598,8 +603,8 @@ def test_inconclusive_evidence_pauses_the_run_with_wait_waive_and_abort_for_the_
     assert entry["alerts"]["unavailable"] == "Alertmanager refused the bot's credentials (HTTP 401)"
     # Read outside Slack: the people named, never a `<@U…>` mention or its escape.
     assert report.findings[-1] == (
-        f"job 2: evidence:waived: alerts: waived by {SHADOW}: {PRIMARY}: Alertmanager token rotates at 15:00; "
-        f"Grafana is green; {SHADOW}: checked the dashboards too"
+        f"job 2: evidence:waived: alerts: waived by {PRIMARY} (Alertmanager token rotates at 15:00; "
+        f"Grafana is green) and {SHADOW} (checked the dashboards too)"
     )
     assert "<@" not in entry["detail"]
     assert "&lt;@" not in entry["detail"]
@@ -658,7 +663,10 @@ def test_the_thread_and_choose_answer_inconclusive_evidence_by_the_cards_rules(
     run = bot.services.runs.load(bot.services.store.runs()[0].id)
     assert run.state.value == "active"
     assert run.step_run("settle").state.value == "succeeded"
-    assert f"<@{SHADOW}>: the proxy is broken; <@{PRIMARY}>: Grafana is green" in run.step_run("settle").note
+    assert (
+        f"<@{SHADOW}> (the proxy is broken) and <@{PRIMARY}> (Grafana is green)"
+        in run.step_run("settle").note
+    )
 
 
 def test_an_abort_by_choose_fails_the_step_and_the_run_stays_paused_on_the_failure(

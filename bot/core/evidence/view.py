@@ -43,6 +43,8 @@ NOT_MEASURED = "not measured (no source)"
 #: The outcome of evidence people waived (two people, with reasons): it passed on their word,
 #: nothing measured it as good, and it is never shown as Successful (`outcome_of`).
 WAIVED = "Waived"
+#: How an evidence job's last words say people waived it ("alerts: waived by <@U1> (why) and …").
+WAIVED_BY = "waived by "
 
 BARS = "▁▂▃▄▅▆▇█"
 #: A measurement with no value (Inconclusive: no data) — a gap, never a zero.
@@ -253,7 +255,7 @@ def outcome_of(kind: str, progress: Mapping[str, Any], *, done: bool, ok: bool, 
     Failed. No data never passes: waived evidence is never called Successful."""
     if progress.get("no_source"):
         return NOT_MEASURED
-    if done and "waived by" in detail:
+    if done and WAIVED_BY in detail:
         return WAIVED
     if kind == "analysis" and str(progress.get("outcome") or "Running") != "Running":
         return str(progress["outcome"])

@@ -35,7 +35,7 @@ from typing import Any
 from bot.core.evidence.baseline import BASELINE_ARG
 from bot.core.evidence.judge import AlertBaseline, Outcome, judge_alerts
 from bot.core.evidence.ports import AlertSource, MetricSource
-from bot.core.evidence.view import KEPT_ALERTS, EvidenceView, alert_lines, alerts_view, now_line
+from bot.core.evidence.view import KEPT_ALERTS, WAIVED_BY, EvidenceView, alert_lines, alerts_view, now_line
 from bot.core.jobs.base import Choice, ChoiceOption, Decision, Post, Progress, Tick
 from bot.core.jobs.common import duration_arg, iso, timer_start
 from bot.core.jobs.nosource import NoSource, person_check, unmeasured
@@ -76,16 +76,36 @@ def answered(name: str, progress: Progress, decision: Decision | None, *, aborte
 
 def waived(name: str, progress: Progress, decision: Decision) -> Tick:
     """The tick that ends an evidence step people waived (with their reason), posted and audited."""
-    text = f"{name}: waived by <@{decision.by}>: {decision.reason}"
+    text = f"{name}: {WAIVED_BY}{waived_by(decision)}"
     return Tick(progress=progress, posts=(waived_post(decision, text),),
                 done=True, ok=True, detail=text, audit=(("evidence:waived", text),), wait=0.0)  # fmt: skip
 
 
+#: How the run hands the job a waiver's voters, as its reason: "<@U1>: why; <@U2>: why"
+#: (`RunService.answer_evidence`).
+_VOTER = re.compile(r"(?:^|; )<@([UW][A-Z0-9]+)>: ")
+
+
+def _voters(decision: Decision) -> list[tuple[str, str]]:
+    """Who waived and why, each: the voters the run named in the reason, else the one who answered."""
+    parts = _VOTER.split(decision.reason)
+    if len(parts) < 3 or parts[0]:
+        return [(decision.by, decision.reason)]
+    return [(user, why.strip()) for user, why in zip(parts[1::2], parts[2::2], strict=True)]
+
+
+def waived_by(decision: Decision) -> str:
+    """ "<@U1> (why) and <@U2> (why)": the card's words for evidence waived (`runs.chosen`)."""
+    return " and ".join(f"<@{user}> ({why})" if why else f"<@{user}>" for user, why in _voters(decision))
+
+
 def waived_post(decision: Decision, text: str) -> Post:
     """The thread's line of a waiver: its voters named as mentions — the one who answered and each
-    whose vote the run wrote into the reason ("<@U1>: why; <@U2>: why"); the rest of it inert."""
-    voters = re.findall(r"(?:^|; )<@([UW][A-Z0-9]+)>: ", decision.reason)
-    return Post(key=decision.choice_key + ":waived", text=text, people=(decision.by, *voters))
+    whose vote the run wrote into the reason; the rest of it inert."""
+    voters = [user for user, _ in _voters(decision)]
+    return Post(
+        key=decision.choice_key + ":waived", text=text, people=tuple(dict.fromkeys((decision.by, *voters)))
+    )
 
 
 class Evidence:

@@ -41,10 +41,10 @@ from typing import Any, Protocol
 from bot.core.evidence import leases
 from bot.core.evidence.baseline import BASELINE_ARG
 from bot.core.evidence.judge import Outcome, judge_alerts
-from bot.core.evidence.view import WAITING_ON_EVIDENCE
+from bot.core.evidence.view import WAITING_ON_EVIDENCE, WAIVED_BY
 from bot.core.jobs import alerts as alerts_job
 from bot.core.jobs import trail as tr
-from bot.core.jobs.alerts import PAUSE_KIND, Evidence, no_data_choice, waived_post
+from bot.core.jobs.alerts import PAUSE_KIND, Evidence, no_data_choice, waived_by, waived_post
 from bot.core.jobs.analysis import AnalysisJob
 from bot.core.jobs.base import Decision, Job, Post, Progress, Tick
 from bot.core.jobs.common import iso
@@ -361,7 +361,7 @@ class Backgrounded:
                 index = int(failure.get("check", -1))
                 if 0 <= index < len(bg["checks"]):
                     bg["checks"][index]["waived"] = True
-                text = f"background {failure.get('name', '')}: waived by <@{decision.by}>: {decision.reason}"
+                text = f"background {failure.get('name', '')}: {WAIVED_BY}{waived_by(decision)}"
                 posts.append(waived_post(decision, text))
                 audit.append(("evidence:waived", text))
             else:

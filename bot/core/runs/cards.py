@@ -23,14 +23,14 @@ from zoneinfo import ZoneInfo
 
 from bot.core.delivery import Deliveries, FileUploader, thread_root, undelivered_line
 from bot.core.durations import in_words
-from bot.core.evidence.view import EvidenceSource, evidence_blocks, now_line
+from bot.core.evidence.view import WAIVED_BY, EvidenceSource, evidence_blocks, now_line
 from bot.core.jobs.common import APPROVING
 from bot.core.live import LiveSection, LiveSource
 from bot.core.people import USER_ID, Directory
 from bot.core.rendering import Renderer
 from bot.core.runs import machine as R
 from bot.core.runs import pipelines, prs
-from bot.core.runs.chosen import chosen_of
+from bot.core.runs.chosen import WAIVED, Chosen, chosen_of
 from bot.core.runs.paused import ending, paused_view
 from bot.core.runs.prs import PullRequests
 from bot.errors import BotError, Fenced, SlackCallFailed
@@ -745,12 +745,24 @@ def _earlier(run: R.Run, sr: R.StepRun, epoch: int, refs: Mapping[str, MessageRe
     return {"votes": votes}
 
 
+def _note(run: R.Run, sr: R.StepRun, chosen: Sequence[Chosen]) -> str:
+    """The step's note on its line: an ended run is resumed by nobody, so its interrupted steps
+    say what happened only; a waiver's own words are dropped where the line already says who
+    waived the evidence and why (`chosen`), which said it twice in two forms."""
+    if run.state in (R.RunState.ABORTED, R.RunState.COMPLETED) and sr.note.startswith(R.STOPPED_MID_ACTION):
+        return R.STOPPED_MID_ACTION
+    if sr.state is R.StepState.SUCCEEDED and WAIVED_BY in sr.note and any(c.what == WAIVED for c in chosen):
+        return ""
+    return sr.note
+
+
 def summary_rows(run: R.Run, now: datetime) -> Sequence[Mapping[str, object]]:
     """One row per step for the card: state, who approved what and when, what it waits for."""
     rows = []
     for sr in run.steps:
         step = run.plan.step(sr.step_id)
         approvals = [a for a in run.approvals if a.step_id == sr.step_id and a.decision in APPROVING]
+        chosen = chosen_of(run, sr)
         rows.append(
             {
                 "id": sr.step_id,
@@ -763,16 +775,12 @@ def summary_rows(run: R.Run, now: datetime) -> Sequence[Mapping[str, object]]:
                     {"user": a.user_id, "phase": a.phase, "at": a.at, "roles": list(a.roles)}
                     for a in approvals
                 ],
-                # An ended run is resumed by nobody: its interrupted steps say what happened only.
-                "note": R.STOPPED_MID_ACTION
-                if run.state in (R.RunState.ABORTED, R.RunState.COMPLETED)
-                and sr.note.startswith(R.STOPPED_MID_ACTION)
-                else sr.note,
+                "note": _note(run, sr, chosen),
                 "epoch": sr.epoch,
                 # What a step that succeeded left for people: never folded into "N done".
                 "left_behind": sr.left_behind,
                 # A gate approved with force, evidence waived: said on the step's line, never folded.
-                "chosen": "; ".join(c.text() for c in chosen_of(run, sr)),
+                "chosen": "; ".join(c.text() for c in chosen),
                 "destructive": step.destructive,
                 "manual": step.manual,
                 "pipeline": f"{step.pipeline.pipeline}/{step.pipeline.job}" if step.pipeline else "",

@@ -34,7 +34,7 @@ steps:
     gate: {any_of: [primary]}
     actions: [{alerts: {settle: 10m, timeout: 30m}}]
 """
-WAIVED = "alerts: waived by <@U0PRIMARY>: token rotates at 04:00; <@U0SHADOW>: Grafana is green"
+WAIVED = "alerts: waived by <@U0PRIMARY> (token rotates at 04:00) and <@U0SHADOW> (Grafana is green)"
 #: The alerts job's progress as it stands once people waived it: Alertmanager answered 401, so
 #: `seen` holds nothing measured (`bot.core.jobs.alerts`).
 PROGRESS = {

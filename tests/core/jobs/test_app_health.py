@@ -144,7 +144,7 @@ def test_an_unreachable_api_server_is_inconclusive_and_only_people_waive_it(
         ),
     )
     assert (waived.done, waived.ok) == (True, True)
-    assert waived.audit == (("evidence:waived", "app-health: waived by <@U1>: Argo CD is being upgraded"),)
+    assert waived.audit == (("evidence:waived", "app-health: waived by <@U1> (Argo CD is being upgraded)"),)
 
 
 def test_a_cluster_with_no_gitops_objects_is_inconclusive_never_a_pass(

@@ -68,7 +68,7 @@ steps:
     gate: {any_of: [primary, shadow]}
 """
 #: The alerts job's detail when people waived its Inconclusive evidence (`bot.core.jobs.alerts.waived`).
-WAIVED = "alerts: waived by <@U0PRIMARY>: token rotates at 04:00; <@U0SHADOW>: Grafana is green"
+WAIVED = "alerts: waived by <@U0PRIMARY> (token rotates at 04:00) and <@U0SHADOW> (Grafana is green)"
 #: A Slack user id not inside a mention.
 RAW_ID = re.compile(r"(?<![@\w])[UW]0[A-Z0-9]{3,}\b")
 MENTION = re.compile(r"<@[UW][A-Z0-9]+>")
