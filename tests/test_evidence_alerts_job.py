@@ -47,7 +47,7 @@ def test_pre_existing_alerts_settle_and_a_new_critical_one_fails(sim_small: SimC
     tick = job.tick(cluster, progress, now=T0 + timedelta(minutes=2))
     assert (tick.done, tick.card) == (
         False,
-        ("Alerts: 0 new since 14:02 · 1 pre-existing · 0 silenced by this run",),
+        ("Alerts: 0 new since 14:02 UTC · 1 pre-existing · 0 silenced by this run",),
     )
     assert alerts_view(tick.progress).settle_left(T0 + timedelta(minutes=2)) == timedelta(minutes=8)
     settled = job.tick(cluster, tick.progress, now=T0 + timedelta(minutes=10))
@@ -60,7 +60,7 @@ def test_pre_existing_alerts_settle_and_a_new_critical_one_fails(sim_small: SimC
         False,
         "alerts: critical alert KubeAPIDown started firing",
     )
-    assert '• `KubeAPIDown` {severity="critical", cluster="prod"} since 14:03' in failed.posts[0].text
+    assert '• `KubeAPIDown` {severity="critical", cluster="prod"} since 14:03 UTC' in failed.posts[0].text
 
 
 def test_no_answer_pauses_with_an_inconclusive_choice_and_only_people_waive_it(sim_small: SimCluster) -> None:

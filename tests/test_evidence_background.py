@@ -99,7 +99,8 @@ def test_a_new_alert_pauses_the_drain_before_its_next_node_and_says_why(sim_smal
     driver.run(until=lambda d: ("evict", "shop/web-n1") in fake.writes)
     assert driver.last is not None
     assert (
-        "Background: Alerts: 0 new since 14:02 · 1 pre-existing · 0 silenced by this run" in driver.last.card
+        "Background: Alerts: 0 new since 14:02 UTC · 1 pre-existing · 0 silenced by this run"
+        in driver.last.card
     )
     # A real problem starts while n1 drains.
     ev.fire(

@@ -6,6 +6,7 @@ within Slack's limits, validated with slack_sdk's models."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 from bot.core.evidence.view import (
     AlertRow,
@@ -24,6 +25,7 @@ from bot.core.evidence.view import (
     sparkline,
     step_view,
 )
+from bot.frontdoor.termtext import TerminalText
 from tests.support.blockkit import message_blocks, text_of
 
 T0 = datetime(2026, 11, 29, 14, 2, tzinfo=UTC)
@@ -51,7 +53,7 @@ def _analysis(name: str = "apiserver 4xx", values: tuple[float | None, ...] = (1
 
 def test_the_summary_line_counts_new_pre_existing_and_silenced_by_this_run() -> None:
     view = AlertsView(since=T0, new_count=0, pre_existing=3, silenced_by_run=5)
-    assert alerts_summary(view) == "Alerts: 0 new since 14:02 · 3 pre-existing · 5 silenced by this run"
+    assert alerts_summary(view) == "Alerts: 0 new since 14:02 UTC · 3 pre-existing · 5 silenced by this run"
 
 
 def test_a_sparkline_spans_the_values_range_and_shows_no_data_as_a_gap_not_a_zero() -> None:
@@ -76,7 +78,7 @@ def test_each_new_alert_is_listed_with_its_labels_and_beyond_the_limit_counted()
     rows = tuple(_alert(i, severity="warning") for i in range(20))
     view = AlertsView(since=T0, new=rows, new_count=37)
     lines = alert_lines(view, limit=10)
-    assert lines[0] == '• `Alert0` {severity="warning", cluster="prod"} since 14:05'
+    assert lines[0] == '• `Alert0` {severity="warning", cluster="prod"} since 14:05 UTC'
     assert len(lines) == 11
     assert lines[-1] == "…and 27 more new alerts (see Alertmanager)"
 
@@ -160,9 +162,9 @@ def test_the_alerts_jobs_progress_loads_into_the_view() -> None:
         ],
     }
     view = alerts_view(progress)
-    assert alerts_summary(view) == "Alerts: 2 new since 14:02 · 3 pre-existing · 1 silenced by this run"
+    assert alerts_summary(view) == "Alerts: 2 new since 14:02 UTC · 3 pre-existing · 1 silenced by this run"
     assert alert_lines(view) == [
-        '• `KubeAPIErrorsHigh` {severity="warning"} since 14:05 _(silenced by this run: still counted)_',
+        '• `KubeAPIErrorsHigh` {severity="warning"} since 14:05 UTC _(silenced by this run: still counted)_',
         "…and 1 more new alert (see Alertmanager)",
     ]
 
@@ -188,7 +190,10 @@ def test_the_gates_evidence_blocks_stay_within_slack_limits_for_500_alerts_and_2
     )
     blocks = message_blocks({"blocks": evidence_blocks(view)})
     text = text_of(blocks)
-    assert "Alerts: 500 new since 14:02 · 12 pre-existing · 0 silenced by this run" in text
+    assert (
+        f"Alerts: 500 new since <!date^{int(T0.timestamp())}^{{time}}|2026-11-29 14:02 UTC> · 12 pre-existing"
+        in text
+    )
     assert "…and 490 more new alerts (see Alertmanager)" in text
     assert "…and 10 more analyses (the run report has them all)" in text or "more lines" in text
     # Each section ends on a whole line: code spans are balanced.
@@ -221,5 +226,25 @@ def test_evidence_people_waived_is_waived_never_successful_and_its_counts_not_me
     assert view is not None
     assert (view.outcome, alerts_summary(view)) == (
         "Successful",
-        "Alerts: 0 new since 14:02 · 3 pre-existing · 0 silenced by this run",
+        "Alerts: 0 new since 14:02 UTC · 3 pre-existing · 0 silenced by this run",
     )
+
+
+def test_the_gates_evidence_times_are_slack_dates_with_the_plans_zone_and_the_terminal_names_its_zone() -> (
+    None
+):
+    # A team in Tokyo read "Alerts: 1 new since 14:02" as its own afternoon: the time was UTC.
+    view = EvidenceView(alerts=AlertsView(since=T0, new=(_alert(0, severity="warning"),), new_count=1))
+    (_, section) = evidence_blocks(view, "Asia/Tokyo")
+    started, fired = int(T0.timestamp()), int(_alert(0).starts_at.timestamp())
+    assert section["text"]["text"] == (
+        f":rotating_light: *Alerts: 1 new since <!date^{started}^{{time}}|2026-11-29 23:02 Asia/Tokyo> · "
+        "0 pre-existing · 0 silenced by this run*\n"
+        f'• `Alert0` {{severity="warning", cluster="prod"}} since <!date^{fired}^{{time}}|2026-11-29 23:05 Asia/Tokyo>'
+    )
+    shown = TerminalText(zone=ZoneInfo("Asia/Tokyo"))(section["text"]["text"])
+    assert "Alerts: 1 new since 2026-11-29 23:02 JST · " in shown
+    assert "since 2026-11-29 23:05 JST" in shown
+    # Outside Slack (the report, a job's plain lines), the time names its zone.
+    assert view.alerts is not None
+    assert alerts_summary(view.alerts).startswith("Alerts: 1 new since 14:02 UTC · ")

@@ -185,7 +185,10 @@ def test_the_card_says_what_the_step_waits_on_and_the_next_gate_shows_the_eviden
         ":hourglass_flowing_sand: Now: `settle` — Waiting on evidence: alerts settle 4m12s left · 0 new"
         in text
     )
-    assert "Alerts: 0 new since 14:02 · 1 pre-existing · 0 silenced by this run" in blockkit.text_of(blocks)
+    # The job's live lines are plain text (made inert): their times name their zone.
+    assert "Alerts: 0 new since 14:02 UTC · 1 pre-existing · 0 silenced by this run" in blockkit.text_of(
+        blocks
+    )
 
     # A new alert starts firing: the Now line names it, the live section lists it with its labels.
     ev.fire(
@@ -200,8 +203,8 @@ def test_the_card_says_what_the_step_waits_on_and_the_next_gate_shows_the_eviden
         in text
     )
     shown = blockkit.text_of(blocks)
-    assert "Alerts: 1 new since 14:02 · 1 pre-existing · 0 silenced by this run" in shown
-    assert '• `KubeAPIErrorsHigh` {severity="warning", cluster="prod", verb="LIST"} since 14:08' in shown
+    assert "Alerts: 1 new since 14:02 UTC · 1 pre-existing · 0 silenced by this run" in shown
+    assert '• `KubeAPIErrorsHigh` {severity="warning", cluster="prod", verb="LIST"} since 14:08 UTC' in shown
 
     # It clears; after settle with nothing new the step passes and the next gate shows the evidence.
     ev.resolve({"alertname": "KubeAPIErrorsHigh", "cluster": "prod", "severity": "warning", "verb": "LIST"})
@@ -214,10 +217,14 @@ def test_the_card_says_what_the_step_waits_on_and_the_next_gate_shows_the_eviden
     gate = gate_message(world.stub, "next-group")
     context, alerts = gate[1], gate[2]
     assert context["type"] == "context"
+    # The gate's times are Slack dates (each reader's own zone), the plan's zone their fallback.
+    started, fired = int(T0.timestamp()), int((T0 + timedelta(minutes=6)).timestamp())
     assert alerts["text"]["text"] == (
-        ":rotating_light: *Alerts: 0 new since 14:02 · 1 pre-existing · 0 silenced by this run*\n"
+        f":rotating_light: *Alerts: 0 new since <!date^{started}^{{time}}|2026-11-29 14:02 UTC> · 1 pre-existing"
+        " · 0 silenced by this run*\n"
         "_Seen during the step, gone since:_\n"
-        '• `KubeAPIErrorsHigh` {severity="warning", cluster="prod", verb="LIST"} since 14:08'
+        '• `KubeAPIErrorsHigh` {severity="warning", cluster="prod", verb="LIST"} since '
+        f"<!date^{fired}^{{time}}|2026-11-29 14:08 UTC>"
     )
     assert [b["action_id"] for b in blockkit.buttons(gate)] == ["gate_approve", "gate_reject"]
     # The card no longer says it waits on evidence.
@@ -233,13 +240,13 @@ def test_the_card_says_what_the_step_waits_on_and_the_next_gate_shows_the_eviden
     html = to_html(report, charts=None)
     assert '<svg id="alert-timeline"' in html
     assert "<title>KubeAPIErrorsHigh since" in html
-    assert "Alerts: 0 new since 14:02 · 1 pre-existing · 0 silenced by this run" in html
+    assert "Alerts: 0 new since 14:02 UTC · 1 pre-existing · 0 silenced by this run" in html
     assert '<code>KubeAPIErrorsHigh</code> {cluster="prod", severity="warning", verb="LIST"} since' in html
     # The Markdown and JSON reports tell the same evidence: the outcome, and the alert timeline
     # (new and gone since, at the baseline, silenced by the run or not).
     section = to_markdown(report).split("\n## Evidence\n", 1)[1].split("\n## ", 1)[0]
     assert "### settle: alerts — Successful" in section
-    assert "Alerts: 0 new since 14:02 · 1 pre-existing · 0 silenced by this run" in section
+    assert "Alerts: 0 new since 14:02 UTC · 1 pre-existing · 0 silenced by this run" in section
     assert (
         "| KubeAPIErrorsHigh | cluster=prod, severity=warning, verb=LIST | 2026-11-29 14:08:00 UTC | new, gone since | no |"
         in section

@@ -533,7 +533,7 @@ def sample_context(**changes: Any) -> dict[str, Any]:
         evidence=(
             EvidenceLine(
                 step_id="settle",
-                summary="Alerts: 1 new since 14:02 · 3 pre-existing · 0 silenced by this run <!channel> & co",
+                summary="Alerts: 1 new since 14:02 UTC · 3 pre-existing · 0 silenced by this run <!channel> & co",
                 outcome="Failed",
             ),
         ),

@@ -21,7 +21,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from bot.core.durations import format_duration
-from bot.core.rendering import inert
+from bot.core.rendering import inert, slack_date
 from bot.records import JobRow
 
 #: New alerts listed by name and labels; the rest are counted (Slack: 50 blocks, 3,000 a section).
@@ -365,8 +365,14 @@ def _t(value: object, markup: bool) -> str:
     return inert(text, multiline=False) if markup else text
 
 
-def _hhmm(moment: datetime) -> str:
-    return f"{moment:%H:%M}"
+def at_time(moment: datetime, zone: str | None = None) -> str:
+    """When something on an evidence line happened: for Slack (`zone`, the plan's), a Slack date
+    token each reader sees in their own zone, the plan's zone its fallback; else (the report, a
+    job's plain lines) its time in UTC, the zone named — never a bare "14:02" a team elsewhere
+    would read as its own time."""
+    if zone is not None:
+        return str(slack_date(moment, zone, "{time}"))
+    return f"{moment.astimezone(UTC):%H:%M} UTC"
 
 
 def _span(d: timedelta) -> str:
@@ -374,15 +380,16 @@ def _span(d: timedelta) -> str:
     return format_duration(timedelta(seconds=int(d.total_seconds())))
 
 
-def alerts_summary(view: AlertsView, *, markup: bool = False) -> str:
-    """The gate's line: "Alerts: 0 new since 14:02 · 3 pre-existing · 5 silenced by this run"; when
-    Alertmanager could not be read, that (its counts were not measured: never "0 new")."""
+def alerts_summary(view: AlertsView, *, markup: bool = False, zone: str | None = None) -> str:
+    """The gate's line: "Alerts: 0 new since 14:02 UTC · 3 pre-existing · 5 silenced by this run"; when
+    Alertmanager could not be read, that (its counts were not measured: never "0 new"). `zone`:
+    for Slack, the plan's (`at_time`)."""
     if view.no_source:
         return f"Alerts: {NOT_MEASURED}"
     if view.unavailable:
         return f"Alerts: could not be read ({_t(view.unavailable[:160], markup)})"
     return (
-        f"Alerts: {view.new_count} new since {_hhmm(view.since)} · {view.pre_existing} pre-existing"
+        f"Alerts: {view.new_count} new since {at_time(view.since, zone)} · {view.pre_existing} pre-existing"
         f" · {view.silenced_by_run} silenced by this run"
     )
 
@@ -405,29 +412,36 @@ def label_text(labels: Mapping[str, str], budget: int = ALERT_LINE_BUDGET, *, ma
     return "{" + ", ".join(shown) + "}"
 
 
-def alert_line(row: AlertRow, *, markup: bool = True) -> str:
+def alert_line(row: AlertRow, *, markup: bool = True, zone: str | None = None) -> str:
     """• `KubeAPIDown` {labels} since 14:05 (silenced by this run)"""
     held = " _(silenced by this run: still counted)_" if row.silenced_by_run else ""
     labels = {k: v for k, v in row.labels.items() if k != "alertname"}
-    return f"• `{_t(row.name, markup).replace('`', 'ˋ')}` {label_text(labels, markup=markup)} since {_hhmm(row.starts_at)}{held}"
+    return f"• `{_t(row.name, markup).replace('`', 'ˋ')}` {label_text(labels, markup=markup)} since {at_time(row.starts_at, zone)}{held}"
 
 
-def alert_lines(view: AlertsView, limit: int = ALERT_LINES, *, markup: bool = True) -> list[str]:
+def alert_lines(
+    view: AlertsView, limit: int = ALERT_LINES, *, markup: bool = True, zone: str | None = None
+) -> list[str]:
     """Each new alert on a line with its labels; beyond `limit` (or what was kept), a count."""
-    lines = [alert_line(r, markup=markup) for r in view.new[:limit]]
+    lines = [alert_line(r, markup=markup, zone=zone) for r in view.new[:limit]]
     left = view.new_count - len(lines)
     if left > 0:
         lines.append(f"…and {left} more new alert{'s' if left != 1 else ''} (see Alertmanager)")
     return lines
 
 
-def gone_lines(view: AlertsView, limit: int = 5, *, markup: bool = True) -> list[str]:
+def gone_lines(
+    view: AlertsView, limit: int = 5, *, markup: bool = True, zone: str | None = None
+) -> list[str]:
     """The new alerts the step saw that are gone now: a gate decides on them too."""
     firing = {r.fingerprint for r in view.new}
     gone = [r for r in view.history if r.fingerprint not in firing]
     if not gone:
         return []
-    lines = ["_Seen during the step, gone since:_", *(alert_line(r, markup=markup) for r in gone[:limit])]
+    lines = [
+        "_Seen during the step, gone since:_",
+        *(alert_line(r, markup=markup, zone=zone) for r in gone[:limit]),
+    ]
     if len(gone) > limit:
         lines.append(f"…and {len(gone) - limit} more")
     return lines
@@ -574,20 +588,21 @@ def evidence_text(view: EvidenceView, *, markup: bool = True) -> list[str]:
     return lines
 
 
-def evidence_blocks(view: EvidenceView) -> list[dict[str, Any]]:
+def evidence_blocks(view: EvidenceView, zone: str = "UTC") -> list[dict[str, Any]]:
     """The gate's evidence blocks: a section for the alerts (the summary and each new alert) and
-    one for the analyses, each within Slack's section limit; at most 3 blocks."""
+    one for the analyses, each within Slack's section limit; at most 3 blocks. Times are Slack
+    dates, the plan's `zone` their fallback."""
     blocks: list[dict[str, Any]] = []
     markup = True
     if view.alerts is not None:
         a = view.alerts
-        lines = [f":rotating_light: *{alerts_summary(a, markup=markup)}*"]
+        lines = [f":rotating_light: *{alerts_summary(a, markup=markup, zone=zone)}*"]
         if a.no_source:
             lines.append(f":heavy_minus_sign: {_t(a.no_source, markup)}")
         if a.unavailable:
             lines.append(_unread_line(a, markup))
-        lines.extend(alert_lines(a))
-        lines.extend(gone_lines(a))
+        lines.extend(alert_lines(a, zone=zone))
+        lines.extend(gone_lines(a, zone=zone))
         blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": _fit_lines(lines)}})
     if view.analyses:
         lines = []

@@ -35,7 +35,15 @@ from typing import Any
 from bot.core.evidence.baseline import BASELINE_ARG
 from bot.core.evidence.judge import AlertBaseline, Outcome, judge_alerts
 from bot.core.evidence.ports import AlertSource, MetricSource
-from bot.core.evidence.view import KEPT_ALERTS, WAIVED_BY, EvidenceView, alert_lines, alerts_view, now_line
+from bot.core.evidence.view import (
+    KEPT_ALERTS,
+    WAIVED_BY,
+    EvidenceView,
+    alert_lines,
+    alerts_view,
+    at_time,
+    now_line,
+)
 from bot.core.jobs.base import Choice, ChoiceOption, Decision, Post, Progress, Tick
 from bot.core.jobs.common import duration_arg, iso, timer_start
 from bot.core.jobs.nosource import NoSource, person_check, unmeasured
@@ -314,8 +322,8 @@ class AlertsJob:
 
 
 def summary_line(seen: Mapping[str, int], since: datetime) -> str:
-    """The gate's line: "Alerts: 0 new since 14:02 · 3 pre-existing · 5 silenced by this run"."""
+    """The job's summary line: "Alerts: 0 new since 14:02 UTC · 3 pre-existing · 5 silenced by this run"."""
     return (
-        f"Alerts: {seen.get('new', 0)} new since {since:%H:%M} · {seen.get('pre_existing', 0)} pre-existing"
+        f"Alerts: {seen.get('new', 0)} new since {at_time(since)} · {seen.get('pre_existing', 0)} pre-existing"
         f" · {seen.get('silenced_by_run', 0)} silenced by this run"
     )

@@ -660,7 +660,7 @@ class RunCards:
         ids = [s.step_id for s in run.steps]
         at = ids.index(sr.step_id)
         view = self.evidence(run.id, [sr.step_id] + ([ids[at - 1]] if at else []))
-        return evidence_blocks(view) if view else []
+        return evidence_blocks(view, run.plan.window.timezone) if view else []
 
     def _retire(
         self, run: R.Run, sr: R.StepRun, channel: str, ts: str, key: str, refs: Mapping[str, MessageRef]

@@ -190,7 +190,7 @@ class EvidenceStep:
     kind: str
     background: bool = False
     outcome: str
-    #: The gate's line: "Alerts: 0 new since 14:02 · 3 pre-existing · 0 silenced by this run".
+    #: The gate's line: "Alerts: 0 new since 14:02 UTC · 3 pre-existing · 0 silenced by this run".
     summary: str
     #: How it ended, in the job's words (who waived it and why; who checked it by eye).
     detail: str = ""

@@ -235,7 +235,7 @@ def test_check_catches_an_override_that_only_works_when_a_run_exists(tmp_path: P
 
 def test_the_completed_announcement_carries_the_runs_evidence_escaped() -> None:
     rendered = AnnouncementRenderer().render("completed", sample_context())
-    line = "Evidence: `settle` Alerts: 1 new since 14:02 · 3 pre-existing · 0 silenced by this run &lt;!channel&gt; &amp; co (Failed)"
+    line = "Evidence: `settle` Alerts: 1 new since 14:02 UTC · 3 pre-existing · 0 silenced by this run &lt;!channel&gt; &amp; co (Failed)"
     assert line in rendered.text
     assert rendered.blocks is not None
     # The diff's regressions come first in the same section, escaped too.
