@@ -362,7 +362,7 @@ def _answer_gate(bot: Services, fleet: M.Fleet, term: Terminal) -> None:
 
 def write_timeline(bot: Services, fleet_id: str, directory: Path, *, title: str) -> Path:
     """The fleet's timeline (clusters as lanes, stages and soaks) as `fleet-ID.html` in `directory`."""
-    tl = timeline.build(fleet_id, bot.store.audit_entries(run_id=fleet_id), now=bot.fleets.clock())
+    tl = bot.fleets.timeline(fleet_id)
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"fleet-{fleet_id}.html"
     path.write_text(timeline.to_html(tl, title=title), encoding="utf-8")

@@ -249,7 +249,19 @@ def test_the_example_fleet_rehearses_to_its_end_with_its_timeline(tmp_path: Path
     html = page.read_text(encoding="utf-8")
     assert "6 clusters in 3 stages" in html
     assert re.findall(r'<text class="lane"[^>]*>([^<]+)</text>', html) == clusters
-    assert len(re.findall(r'<rect class="bar succeeded"', html)) == 6
+    # Every child went past the failed steps the rehearsal skipped: amber, not a green success,
+    # each saying so in its run's own words, with the steps it went past listed under the picture.
+    assert len(re.findall(r'<rect class="bar loose"', html)) == 6
+    assert 'class="bar succeeded"' not in html
+    assert (
+        re.findall(r'<text class="ending"[^>]*>([^<]+)</text>', html)
+        == ["completed with 4 failed steps skipped"] * 6
+    )
+    assert (
+        re.findall(r"<li><b>([^<]+)</b> \(run R\w+\): Completed with 4 failed steps skipped<ul>", html)
+        == clusters
+    )
+    assert len(re.findall(r"<li>diff \(Compare before and after\) failed: ", html)) == 6
     assert re.findall(r'<rect class="soak" data-stage="(\w+)"', html) == ["canary", "lab"]
     assert 'class="pause"' not in html
     went_past = "agora-ci, agora-lab, cityos-lab, agora-dev, cityos-dev-east, cityos-dev-west"

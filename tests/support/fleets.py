@@ -238,3 +238,16 @@ def fail_step(runs: RunService, run_id: str, step_id: str = "drain") -> None:
             Actor(user_id=user),
             reason="the PDB blocks eviction",
         )
+
+
+def go_past_failed_step(runs: RunService, run_id: str, step_id: str = "drain") -> None:
+    """The child's step fails, and its people skip it and resume: the run completes past it."""
+    fail_step(runs, run_id, step_id)
+    who = Actor(user_id="U0PRIMARY")
+    runs.apply(
+        run_id,
+        lambda r: R.skip(r, step_id=step_id, by=who.user_id, reason="drained by hand", now=runs.clock()),
+        who,
+    )
+    runs.apply(run_id, lambda r: R.resume(r, by=who.user_id, now=runs.clock()), who)
+    complete(runs, run_id)

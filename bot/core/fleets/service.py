@@ -29,10 +29,13 @@ from bot.adapters.store import Store
 from bot.core.audit import audit_entry
 from bot.core.fleets import machine as M
 from bot.core.fleets import render
+from bot.core.fleets import timeline as fleet_timeline
 from bot.core.fleets.plan import FleetPlan, Labelled, ResolvedStage, child_plan_text, parse_fleet, resolve
-from bot.core.people import ANY_ROLE, Directory, require_any_role, roles_of
+from bot.core.people import ANY_ROLE, Directory, display_names, require_any_role, roles_of
 from bot.core.runs.machine import failure_of
+from bot.core.runs.paused import ending
 from bot.core.runs.plans import parse_plan, read_plan_file
+from bot.core.runs.reportevents import ids_in
 from bot.core.runs.service import Actor, RunService
 from bot.core.snapshots.projection import ClusterReader
 from bot.errors import (
@@ -46,7 +49,7 @@ from bot.errors import (
     UserError,
     clip,
 )
-from bot.records import AuditEntry, ClusterConfig, FleetMemberRow, FleetRow, RunRow, StepState
+from bot.records import AuditEntry, ClusterConfig, FleetMemberRow, FleetRow, RunRow, RunState, StepState
 
 log = logging.getLogger(__name__)
 
@@ -264,6 +267,26 @@ class FleetService:
 
     def status(self, fleet_id: str | None) -> str:
         return render.status_text(self.view(fleet_id), self.clock())
+
+    def timeline(self, fleet_id: str) -> fleet_timeline.Timeline:
+        """The fleet's timeline for its report: its audit log, and how each child run that
+        completed ended, as that run's own card and report say it (`ending`)."""
+        audit = self.store.audit_entries(run_id=fleet_id)
+        endings = {}
+        for run_id in fleet_timeline.run_ids(audit, fleet_id):
+            try:
+                run = self.runs.load(run_id)
+            except RunNotFound:
+                continue  # committed, never created: the lane says so already (still running)
+            if run.state is RunState.COMPLETED:
+                endings[run_id] = ending(run)
+        people = display_names(
+            self.store,
+            [u for end in endings.values() for s in end.skipped for u in ids_in(f"{s.by} {s.failure}")],
+            now=self.clock(),
+            directory=self.directory,
+        )
+        return fleet_timeline.build(fleet_id, audit, now=self.clock(), endings=endings, people=people)
 
     # -- writing -----------------------------------------------------------------------------
 

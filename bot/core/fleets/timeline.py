@@ -1,23 +1,40 @@
 """The fleet run's timeline for its post-run report: clusters as lanes, with the stages and their soaks.
 
-Built from the fleet's audit log alone (every milestone is there with its time: a stage started or
+Built from the fleet's audit log (every milestone is there with its time: a stage started or
 done, a soak started or passed, each cluster's child started, succeeded, failed or skipped, the
 fleet paused), so a report of a fleet that ended long ago, or of a rehearsal's store, draws the
-same picture. `to_html` is a standalone page (inline SVG, no script, no external file), as the run
+same picture. How a child that completed ended is its run's own `ending` (what its card and
+report say: "completed with 1 failed step skipped", which, and who skipped it), given by the
+caller (`FleetService.timeline`): such a child is amber and says so, never a plain green
+success. `to_html` is a standalone page (inline SVG, no script, no external file), as the run
 report's HTML is.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from html import escape
 
+from bot.core.runs.paused import Ending
+from bot.core.runs.reportevents import name_ids
+from bot.errors import clip
 from bot.records import AuditEntry
 
+#: A child that completed only past failed steps its people skipped, or with steps that
+#: succeeded leaving work for people (the fleet card's amber row).
+LOOSE = "loose"
 #: A lane's bar colour by how the cluster's child ended (running: not ended when the report was made).
-COLOURS = {"succeeded": "#2e7d32", "failed": "#c62828", "skipped": "#9e9e9e", "running": "#1565c0"}
+COLOURS = {
+    "succeeded": "#2e7d32",
+    LOOSE: "#f9a825",
+    "failed": "#c62828",
+    "skipped": "#9e9e9e",
+    "running": "#1565c0",
+}
+#: The legend's words for a colour, where its key is not them.
+LEGEND = {LOOSE: "completed with failed steps skipped (or steps not all done)"}
 
 
 @dataclass
@@ -27,6 +44,9 @@ class Lane:
     #: (start, end, outcome, run id) of each child the cluster had (a retry adds one).
     bars: list[tuple[datetime, datetime | None, str, str]] = field(default_factory=list)
     note: str = ""
+    #: Run id → how that child's run ended, in words, for each of its `LOOSE` bars: its
+    #: `Ending.honest` ("completed with 1 failed step skipped"), then each step it went past.
+    ends: dict[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -51,7 +71,16 @@ class Timeline:
     pauses: tuple[tuple[datetime, str], ...]
 
 
-def build(fleet_id: str, audit: Sequence[AuditEntry], *, now: datetime) -> Timeline:
+def build(
+    fleet_id: str,
+    audit: Sequence[AuditEntry],
+    *,
+    now: datetime,
+    endings: Mapping[str, Ending] | None = None,
+    people: Mapping[str, str] | None = None,
+) -> Timeline:
+    """The timeline of the fleet's audit rows; `endings` (run id → its `ending`) of the child runs
+    that completed, and `people` (user id → display name) to name who skipped a step."""
     entries = sorted((e for e in audit if e.kind == "fleet" and e.run_id == fleet_id), key=lambda e: e.at)
     lanes: dict[str, Lane] = {}
     bands: dict[str, Band] = {}
@@ -81,6 +110,8 @@ def build(fleet_id: str, audit: Sequence[AuditEntry], *, now: datetime) -> Timel
             elif outcome == "skipped":
                 lane.bars.append((e.at, e.at, outcome, ""))
             lane.note = e.detail
+    for lane in lanes.values():
+        _loose(lane, endings or {}, people or {})
     start = entries[0].at if entries else now
     end = max([now if any(b[1] is None for lane in lanes.values() for b in lane.bars) else start]
               + [e.at for e in entries])  # fmt: skip
@@ -93,6 +124,33 @@ def build(fleet_id: str, audit: Sequence[AuditEntry], *, now: datetime) -> Timel
         bands=tuple(bands.values()),
         pauses=tuple(pauses),
     )
+
+
+def run_ids(audit: Sequence[AuditEntry], fleet_id: str) -> list[str]:
+    """The child runs the fleet started, retries too, in the order it started them."""
+    return [
+        e.detail
+        for e in audit
+        if e.kind == "fleet" and e.run_id == fleet_id and e.subcommand == "cluster_started" and e.detail
+    ]
+
+
+def _loose(lane: Lane, endings: Mapping[str, Ending], people: Mapping[str, str]) -> None:
+    """Each succeeded bar whose run completed past failed steps (or not all done) made `LOOSE`,
+    with its run's words, as the run's card says them (each failure and reason clipped as there:
+    the run's own report has them whole)."""
+    for i, (begun, ended, outcome, run) in enumerate(lane.bars):
+        end = endings.get(run)
+        if outcome != "succeeded" or end is None or not (end.skipped or end.left):
+            continue
+        lane.bars[i] = (begun, ended, LOOSE, run)
+        steps = [
+            f"{s.step_id} ({s.title}) failed: {clip(name_ids(s.failure, people), 220)} — skipped by "
+            f"{name_ids(s.by, people)}: {clip(s.reason, 160)}"
+            for s in end.skipped
+        ]
+        steps += [f"{step} succeeded, leaving for people: {clip(what, 220)}" for step, what in end.left]
+        lane.ends[run] = (end.honest, tuple(steps))
 
 
 def _index(order: list[str], stage: str) -> int:
@@ -140,16 +198,20 @@ def to_svg(tl: Timeline) -> str:
         )
         for begun, ended, outcome, run in lane.bars:
             x0, x1 = x(begun), x(ended or tl.end)
+            honest, steps = lane.ends.get(run, ("", ()))
             title = (
-                f"{lane.cluster} {outcome}"
+                f"{lane.cluster} {honest or outcome}"
                 + (f" (run {run})" if run else "")
-                + (f": {lane.note}" if lane.note and outcome != "succeeded" else "")
+                + (f": {'; '.join(steps)}" if steps else "")
+                + (f": {lane.note}" if lane.note and outcome not in ("succeeded", LOOSE) else "")
             )
             out.append(
                 f'<rect class="bar {outcome}" x="{x0:.1f}" y="{y + 5}" width="{max(x1 - x0, 3):.1f}" '
                 f'height="{ROW - 10}" rx="3" fill="{COLOURS.get(outcome, "#555")}">'
                 f"<title>{escape(title)}</title></rect>"
             )
+            if honest:
+                out.append(_said(honest, x0, x1, y))
     for at, why in tl.pauses:
         px = x(at)
         out.append(
@@ -160,10 +222,39 @@ def to_svg(tl: Timeline) -> str:
     return "\n".join(out)
 
 
+def _said(honest: str, x0: float, x1: float, y: int) -> str:
+    """A loose bar's words on its lane: after the bar, before it where the picture ends, or on it
+    (dark on its amber) when it spans the picture."""
+    # The lane is the cluster's own: nothing else is drawn on it beside its bars.
+    wide = len(honest) * CHAR
+    if x1 + 6 + wide <= WIDTH:
+        at, anchor, colour = x1 + 6, "start", "#8d6e00"
+    elif x0 - 6 - wide >= LABEL:
+        at, anchor, colour = x0 - 6, "end", "#8d6e00"
+    else:
+        at, anchor, colour = x0 + 4, "start", "#3e2a00"
+    return (
+        f'<text class="ending" x="{at:.1f}" y="{y + 16}" text-anchor="{anchor}" fill="{colour}">'
+        f"{escape(honest)}</text>"
+    )
+
+
+#: About how wide a character of the picture's 12-pixel sans-serif is.
+CHAR = 6.5
+
+
 def to_html(tl: Timeline, *, title: str = "") -> str:
     heading = escape(title or f"Fleet {tl.fleet_id}")
-    legend = " ".join(f'<span><i style="background:{c}"></i>{escape(k)}</span>' for k, c in COLOURS.items())
+    legend = " ".join(
+        f'<span><i style="background:{c}"></i>{escape(LEGEND.get(k, k))}</span>' for k, c in COLOURS.items()
+    )
     pauses = "".join(f"<li>{at:%Y-%m-%d %H:%M} UTC — paused: {escape(why)}</li>" for at, why in tl.pauses)
+    ends = "".join(
+        f"<li><b>{escape(lane.cluster)}</b> (run {escape(run)}): {escape(honest[:1].upper() + honest[1:])}"
+        f"<ul>{''.join(f'<li>{escape(step)}</li>' for step in steps)}</ul></li>"
+        for lane in tl.lanes
+        for run, (honest, steps) in lane.ends.items()
+    )
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{heading}: timeline</title>
 <style>
@@ -178,5 +269,6 @@ body {{ font-family: sans-serif; margin: 24px; color: #222; }}
 <p class="legend">{legend}<span><i style="background:#fff3c4"></i>soak</span></p>
 {to_svg(tl)}
 {f"<ul>{pauses}</ul>" if pauses else ""}
+{f'<h2>Completed with loose ends</h2><ul class="ends">{ends}</ul>' if ends else ""}
 </body></html>
 """

@@ -23,6 +23,11 @@ _VOTERS = re.compile(r"^(?P<why>.*?) ?\bby (?P<who>[A-Z0-9]+(?:\+[A-Z0-9]+)+)$",
 _IDS = re.compile(r"\b[UW][A-Z0-9]{2,}(?:\+[UW][A-Z0-9]{2,})*\b")
 
 
+def ids_in(text: str) -> list[str]:
+    """The user ids `text` names as `name_ids` would name them, to look their names up first."""
+    return [u for match in _IDS.findall(text) for u in match.split("+")]
+
+
 def name_ids(text: str, people: Mapping[str, str]) -> str:
     """`text` with the user ids the report knows by name said by name ("U1+U2" → "@Ann and @Bo");
     an id it has no name for stays as it is (nothing else is guessed to be an id)."""

@@ -17,7 +17,7 @@ from bot.settings import load_settings
 from bot.sim.cluster import SimCluster
 from tests.support.browser import chromium, console_errors
 from tests.support.clock import FakeClock
-from tests.support.fleets import T0, complete, fail, fleet_config
+from tests.support.fleets import T0, complete, fail, fleet_config, go_past_failed_step
 
 __all__ = ["chromium"]
 
@@ -29,7 +29,8 @@ def played(
     write_config: Callable[..., Path], tmp_path: Path, sim_small: SimCluster
 ) -> Iterator[tuple[Services, str]]:
     """Twelve clusters: the canary, its hour of soak and gate; four labs (one fails, within the
-    budget); the devs half at a time, each completing a quarter of an hour apart."""
+    budget; one completes only because its people skipped its failed step); the devs half at a
+    time, each completing a quarter of an hour apart."""
     clock = FakeClock(T0)
     bot = assemble(
         load_settings(write_config(fleet_config(tmp_path, sim=sim_small)), env={}),
@@ -50,7 +51,7 @@ def played(
     bot.fleets.approve(fleet.id, PRIMARY)
     for i, lab in enumerate(("lab-1", "lab-2", "lab-3", "lab-4")):
         clock.advance(timedelta(minutes=10))
-        (fail if i == 1 else complete)(bot.runs, members()[lab])
+        (fail if i == 1 else go_past_failed_step if i == 2 else complete)(bot.runs, members()[lab])
         bot.fleets.tick()
     for _ in range(8):
         clock.advance(timedelta(minutes=15))
@@ -59,6 +60,8 @@ def played(
                 complete(bot.runs, run_id)
                 break
         bot.fleets.tick()
+    # Slack's display names, as the bot caches them: the report names people by them.
+    bot.store.save_people_names({"U0PRIMARY": "ann", "U0SHADOW": "bo"}, at=clock())
     yield bot, fleet.id
     bot.close()
 
@@ -67,7 +70,7 @@ def test_the_timeline_has_a_lane_per_cluster_in_stage_order_with_the_stages_and_
     played: tuple[Services, str],
 ) -> None:
     bot, fleet_id = played
-    tl = timeline.build(fleet_id, bot.store.audit_entries(run_id=fleet_id), now=bot.fleets.clock())
+    tl = bot.fleets.timeline(fleet_id)
     assert [lane.cluster for lane in tl.lanes][:5] == ["ci", "lab-1", "lab-2", "lab-3", "lab-4"]
     assert len(tl.lanes) == 12
     assert [b.stage for b in tl.bands] == ["canary", "lab", "dev"]
@@ -78,6 +81,20 @@ def test_the_timeline_has_a_lane_per_cluster_in_stage_order_with_the_stages_and_
     outcomes = {lane.cluster: [b[2] for b in lane.bars] for lane in tl.lanes}
     assert outcomes["lab-2"] == ["failed"]
     assert outcomes["ci"] == ["succeeded"]
+    # lab-3 completed only because its people skipped its failed drain: not a plain success, and
+    # said as its run's own card says it (`ending`), naming the step and who skipped it.
+    assert outcomes["lab-3"] == [timeline.LOOSE]
+    lab3 = next(lane for lane in tl.lanes if lane.cluster == "lab-3")
+    run_id = lab3.bars[0][3]
+    assert lab3.ends == {
+        run_id: (
+            "completed with 1 failed step skipped",
+            (
+                "drain (Drain the old nodes) failed: reported failed by @bo: the PDB blocks eviction — "
+                "skipped by @ann: drained by hand",
+            ),
+        )
+    }
     assert all(outcomes[f"dev-{i}"] == ["succeeded"] for i in range(1, 8))
     # The canary's lane ends before the lab stage starts: the bars are the children's real times.
     assert tl.lanes[0].bars[0][1] is not None
@@ -88,7 +105,7 @@ def test_the_timeline_page_draws_every_lane_in_chromium(
     played: tuple[Services, str], chromium: Any, tmp_path: Path
 ) -> None:
     bot, fleet_id = played
-    tl = timeline.build(fleet_id, bot.store.audit_entries(run_id=fleet_id), now=bot.fleets.clock())
+    tl = bot.fleets.timeline(fleet_id)
     page = tmp_path / "fleet.html"
     page.write_text(timeline.to_html(tl, title="Fleet twelve"), encoding="utf-8")
     chromium.get(page.as_uri())
@@ -97,6 +114,23 @@ def test_the_timeline_page_draws_every_lane_in_chromium(
     assert len(lanes) == 12
     bars = chromium.find_elements("css selector", "svg rect.bar")
     assert len(bars) == 12
+    # The child that went past a failed step is amber, says so on its lane, in the legend and in
+    # the list under the picture, with the step and who skipped it.
+    loose = chromium.find_elements("css selector", "svg rect.bar.loose")
+    assert len(loose) == 1
+    assert loose[0].value_of_css_property("fill") == "rgb(249, 168, 37)"
+    assert [e.text for e in chromium.find_elements("css selector", "svg text.ending")] == [
+        "completed with 1 failed step skipped"
+    ]
+    assert (
+        "completed with failed steps skipped (or steps not all done)"
+        in chromium.find_element("css selector", ".legend").text
+    )
+    (said,) = [e.text for e in chromium.find_elements("css selector", "ul.ends > li")]
+    assert said.startswith("lab-3 (run R")
+    assert "Completed with 1 failed step skipped" in said
+    assert "drain (Drain the old nodes) failed" in said
+    assert "skipped by @ann: drained by hand" in said
     assert all(b.size["width"] >= 3 for b in bars)
     assert len(chromium.find_elements("css selector", "svg rect.soak")) == 1
     assert console_errors(chromium) == []
