@@ -4,7 +4,6 @@ cluster: `--to 1.99999999999999999999999` ran a full check (issue 38, item 5).""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,15 +17,10 @@ from bot.router import CommandRequest
 from bot.settings import load_settings
 from bot.sim import SimCluster
 from tests.support.bot_process import bot_command
+from tests.support.ports import closed_port
 
 NEWEST = NEWEST_KNOWN_MINOR + MINORS_AHEAD
 NOT_VERSIONS = ["1.99999999999999999999999", "2.0", "1.25.100", "1.25 please", "١.٢٥", "v", "1.025"]
-
-
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import pytest
 from bot.frontdoor.assemble import Services, assemble
 from bot.router import CommandRequest
 from bot.settings import load_settings
-from tests.commands.test_check_target import closed_port
+from tests.support.ports import closed_port
 
 PROVIDERS = {
     "aks": "aks: {subscription_id: 3f2b6c1e-8d4a-4e7b-9c2d-1a5e6f7b8c9d, resource_group: rg, name: shop}",
