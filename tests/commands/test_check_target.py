@@ -17,7 +17,7 @@ from bot.router import CommandRequest
 from bot.settings import load_settings
 from bot.sim import SimCluster
 from tests.support.bot_process import bot_command
-from tests.support.ports import closed_port
+from tests.support.kubeconfigs import refusing_kubeconfig
 
 NEWEST = NEWEST_KNOWN_MINOR + MINORS_AHEAD
 NOT_VERSIONS = ["1.99999999999999999999999", "2.0", "1.25.100", "1.25 please", "١.٢٥", "v", "1.025"]
@@ -26,20 +26,7 @@ NOT_VERSIONS = ["1.99999999999999999999999", "2.0", "1.25.100", "1.25 please", "
 @pytest.fixture
 def config(write_config: Callable[..., Path], tmp_path: Path) -> Path:
     # A cluster that refuses connections: a target that got past the check would say so instead.
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(f"""apiVersion: v1
-kind: Config
-clusters:
-- name: dead
-  cluster: {{server: "http://127.0.0.1:{closed_port()}"}}
-users:
-- name: u
-  user: {{token: t}}
-contexts:
-- name: dead-ctx
-  context: {{cluster: dead, user: u}}
-current-context: dead-ctx
-""")
+    kubeconfig = refusing_kubeconfig(tmp_path / "kubeconfig", context="dead-ctx")
     return write_config(f"clusters:\n  prod: {{kubeconfig: {kubeconfig}, request_timeout: 2}}\n")
 
 

@@ -12,7 +12,7 @@ import pytest
 from bot.frontdoor.assemble import Services, assemble
 from bot.router import CommandRequest
 from bot.settings import load_settings
-from tests.support.ports import closed_port
+from tests.support.kubeconfigs import refusing_kubeconfig
 
 PROVIDERS = {
     "aks": "aks: {subscription_id: 3f2b6c1e-8d4a-4e7b-9c2d-1a5e6f7b8c9d, resource_group: rg, name: shop}",
@@ -27,20 +27,7 @@ def cloud(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def services(write_config: Callable[..., Path], tmp_path: Path, cloud: str) -> Iterator[Services]:
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(f"""apiVersion: v1
-kind: Config
-clusters:
-- name: dead
-  cluster: {{server: "http://127.0.0.1:{closed_port()}"}}
-users:
-- name: u
-  user: {{token: t}}
-contexts:
-- name: dead-ctx
-  context: {{cluster: dead, user: u}}
-current-context: dead-ctx
-""")
+    kubeconfig = refusing_kubeconfig(tmp_path / "kubeconfig", context="dead-ctx")
     config = write_config(
         f"clusters:\n  prod:\n    kubeconfig: {kubeconfig}\n    request_timeout: 2\n"
         f"    provider:\n      {PROVIDERS[cloud]}\n"

@@ -13,25 +13,12 @@ import pytest
 from bot.frontdoor.assemble import assemble
 from bot.router import CommandRequest
 from bot.settings import load_settings
-from tests.support.ports import closed_port
+from tests.support.kubeconfigs import refusing_kubeconfig, write_kubeconfig
 
 
 @pytest.fixture
 def config_with_dead_cluster(write_config: Callable[..., Path], tmp_path: Path) -> Path:
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(f"""apiVersion: v1
-kind: Config
-clusters:
-- name: dead
-  cluster: {{server: "http://127.0.0.1:{closed_port()}"}}
-users:
-- name: u
-  user: {{token: not-a-real-token}}
-contexts:
-- name: dead-ctx
-  context: {{cluster: dead, user: u}}
-current-context: dead-ctx
-""")
+    kubeconfig = refusing_kubeconfig(tmp_path / "kubeconfig", context="dead-ctx")
     return write_config(f"""clusters:
   prod:
     kubeconfig: {kubeconfig}
@@ -105,20 +92,7 @@ def test_a_dropped_connection_is_not_reported_as_a_timeout(
 ) -> None:
     listener = _Listener(drop_after=drop_after)
     try:
-        kubeconfig = tmp_path / "kubeconfig"
-        kubeconfig.write_text(f"""apiVersion: v1
-kind: Config
-clusters:
-- name: c
-  cluster: {{server: "http://127.0.0.1:{listener.port}"}}
-users:
-- name: u
-  user: {{token: t}}
-contexts:
-- name: ctx
-  context: {{cluster: c, user: u}}
-current-context: ctx
-""")
+        kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", f"http://127.0.0.1:{listener.port}")
         config = write_config(f"clusters:\n  prod: {{kubeconfig: {kubeconfig}, request_timeout: 2}}\n")
         ok, text, _ = handle(config, "snapshot pre")
         assert not ok

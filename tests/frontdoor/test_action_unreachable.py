@@ -4,7 +4,6 @@ by the time the approvers have). Through the real HTTP door, signed as Slack sig
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -13,34 +12,16 @@ import pytest
 from bot.settings import load_settings
 from tests.support.awaited import Bot, TrackedPool
 from tests.support.front import start_front
+from tests.support.kubeconfigs import refusing_kubeconfig
 from tests.support.secrets import slack_env
 from tests.support.slack_stub import SlackStub
 
 PRIMARY, SHADOW = "U0PRIMARY", "U0SHADOW"
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def bot(write_config: Callable[..., Path], slack_stub: SlackStub, tmp_path: Path) -> Iterator[Bot]:
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(f"""apiVersion: v1
-kind: Config
-clusters:
-- name: c
-  cluster: {{server: "https://127.0.0.1:{_closed_port()}"}}
-users:
-- name: u
-  user: {{token: t}}
-contexts:
-- name: prod-admin
-  context: {{cluster: c, user: u}}
-current-context: prod-admin
-""")
+    kubeconfig = refusing_kubeconfig(tmp_path / "kubeconfig", context="prod-admin", scheme="https")
     config = write_config(
         f"channels: {{operations: C0OPS}}\nclusters:\n  prod: {{kubeconfig: {kubeconfig}}}\n"
     )

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import pty
-import socket
 import sqlite3
 import subprocess
 import threading
@@ -23,6 +22,7 @@ import pytest
 from bot.core.validation import TOKEN_HINT
 from bot.sim import SimCluster
 from tests.support.bot_process import bot_command
+from tests.support.kubeconfigs import refusing_kubeconfig
 
 REMOVED = (
     "apiVersion: policy/v1beta1\nkind: PodDisruptionBudget\nmetadata: {name: web, namespace: shop}\n"
@@ -148,29 +148,8 @@ def test_help_lists_the_exit_statuses(tmp_path: Path) -> None:
         assert "3  done, and found something: check (Required findings), diff (regressions)" in shown.stdout
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_an_unreachable_cluster_is_status_1_not_a_finding(tmp_path: Path) -> None:
-    kubeconfig = tmp_path / "down.kubeconfig"
-    kubeconfig.write_text(
-        f"""apiVersion: v1
-kind: Config
-clusters:
-- name: c
-  cluster: {{server: "https://127.0.0.1:{_closed_port()}"}}
-users:
-- name: u
-  user: {{token: t}}
-contexts:
-- name: down
-  context: {{cluster: c, user: u}}
-current-context: down
-"""
-    )
+    kubeconfig = refusing_kubeconfig(tmp_path / "down.kubeconfig", context="down", scheme="https")
     env = _env(tmp_path, KUBECONFIG=str(kubeconfig))
     for args in (["check", "--to", "1.25"], ["check", "-o", "json"], ["snapshot", "pre"]):
         result = cli(tmp_path, *args, env=env)

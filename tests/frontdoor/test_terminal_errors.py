@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import http.server
 import json
-import socket
 import subprocess
 import threading
 from collections.abc import Callable, Iterator
@@ -17,24 +16,11 @@ from pathlib import Path
 import pytest
 
 from tests.support.bot_process import bot_command
+from tests.support.kubeconfigs import closed_port, write_kubeconfig
 
 
 def _kubeconfig(tmp_path: Path, server: str) -> Path:
-    path = tmp_path / "kubeconfig"
-    path.write_text(f"""apiVersion: v1
-kind: Config
-clusters:
-- name: c
-  cluster: {{server: "{server}"}}
-users:
-- name: u
-  user: {{token: t}}
-contexts:
-- name: prod-admin
-  context: {{cluster: c, user: u}}
-current-context: prod-admin
-""")
-    return path
+    return write_kubeconfig(tmp_path / "kubeconfig", server, context="prod-admin")
 
 
 class _Status(http.server.BaseHTTPRequestHandler):
@@ -65,12 +51,6 @@ def refusing_server(request: pytest.FixtureRequest) -> Iterator[tuple[str, int]]
     server.server_close()
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _exec(config: Path, text: str, *extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [*bot_command(), "exec", "--config", str(config), "--as", "U0PRIMARY", text, *extra],
@@ -84,7 +64,7 @@ def _exec(config: Path, text: str, *extra: str) -> subprocess.CompletedProcess[s
 def test_an_unreachable_cluster_is_one_line_naming_its_context(
     write_config: Callable[..., Path], tmp_path: Path
 ) -> None:
-    kubeconfig = _kubeconfig(tmp_path, f"https://127.0.0.1:{_closed_port()}")
+    kubeconfig = _kubeconfig(tmp_path, f"https://127.0.0.1:{closed_port()}")
     done = _exec(write_config(f"clusters:\n  prod: {{kubeconfig: {kubeconfig}}}\n"), "snapshot pre")
     assert done.returncode == 1
     assert "cluster prod (context prod-admin) refused the connection" in done.stdout
