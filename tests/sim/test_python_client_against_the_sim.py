@@ -327,6 +327,44 @@ def test_kubectl_style_table_output_is_served_when_asked_for(sim_small: SimClust
     assert {row["cells"][1] for row in table["rows"]} == {"Ready"}
 
 
+@pytest.mark.parametrize(
+    ("accept", "served"),
+    [
+        # kubectl 1.30 on: v2 first, v2beta1 next, the plain document last.
+        ("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,"
+         "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json", "v2"),
+        # kubectl before 1.30: v2beta1 or the plain document.
+        ("application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json", "v2beta1"),
+        ("application/json;g=apidiscovery.k8s.io;v=v3;as=APIGroupDiscoveryList,application/json", None),
+        ("application/json", None),
+    ],
+)  # fmt: skip
+def test_aggregated_discovery_is_served_in_the_version_the_client_asks_for(
+    sim_small: SimCluster, kube_api: Api, accept: str, served: str | None
+) -> None:
+    api = kube_api(sim_small)
+    for path, plain in (("/api", "APIVersions"), ("/apis", "APIGroupList")):
+        response = api.call_api(
+            path, "GET", header_params={"Accept": accept}, _preload_content=False, _return_http_data_only=True
+        )
+        content_type = response.headers["Content-Type"]
+        document = _raw(response)
+        if served is None:
+            assert content_type == "application/json"
+            assert document["kind"] == plain
+            continue
+        assert content_type == f"application/json;g=apidiscovery.k8s.io;v={served};as=APIGroupDiscoveryList"
+        assert document["apiVersion"] == f"apidiscovery.k8s.io/{served}"
+        assert document["kind"] == "APIGroupDiscoveryList"
+        groups = {item["metadata"].get("name", ""): item["versions"] for item in document["items"]}
+        if path == "/api":
+            assert list(groups) == [""]
+            assert "nodes" in {r["resource"] for r in groups[""][0]["resources"]}
+        else:
+            assert {"apps", "policy"} <= set(groups)
+            assert "" not in groups
+
+
 def test_history_older_than_the_compaction_window_answers_410(
     sim_factory: Callable[..., SimCluster], kube_api: Api
 ) -> None:

@@ -1,7 +1,8 @@
-"""Discovery documents: /api, /apis (legacy and aggregated v2), /apis/<group>, /<group-version>.
+"""Discovery documents: /api, /apis (legacy, aggregated v2 and v2beta1), /apis/<group>, /<group-version>.
 
 kubectl asks for the aggregated form (`Accept: application/json;g=apidiscovery.k8s.io;v=v2;
-as=APIGroupDiscoveryList`) and falls back to per-group-version documents; both are built from the
+as=APIGroupDiscoveryList`; kubectl before 1.30 asks for `v=v2beta1` only, the same document under
+another apiVersion) and falls back to per-group-version documents; both are built from the
 catalog of what is served right now, so a group-version removed by a control-plane upgrade
 disappears from discovery as it does from the API. `pods/eviction` is advertised as policy/v1
 Eviction, which is how `kubectl drain` decides the eviction API is available.
@@ -17,7 +18,37 @@ from bot.sim.apiserver.resources import Catalog, Served
 
 Obj = dict[str, Any]
 
-AGGREGATED = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+#: The aggregated discovery versions served (API servers serve v2beta1 from 1.26, v2 from 1.30).
+AGGREGATED_VERSIONS = ("v2", "v2beta1")
+_PLAIN = ("application/json", "application/*", "*/*")
+
+
+def aggregated_media_type(version: str) -> str:
+    return f"application/json;g=apidiscovery.k8s.io;v={version};as=APIGroupDiscoveryList"
+
+
+def negotiate(accept: str) -> str | None:
+    """The aggregated discovery version to answer an `Accept` header with, or None for the plain
+    document: the first media type the client lists that the sim serves, as the API server picks.
+
+    A client that cannot read the answer's type reads it as the plain document: kubectl 1.29 given
+    a v2 aggregated list sees no groups and says "the server doesn't have a resource type".
+    """
+    for media in accept.split(","):
+        kind, *params = (p.strip() for p in media.split(";"))
+        options = dict(p.split("=", 1) for p in params if "=" in p)
+        if options.get("as") == "APIGroupDiscoveryList":
+            version = options.get("v", "")
+            if (
+                kind == "application/json"
+                and options.get("g") == "apidiscovery.k8s.io"
+                and version in AGGREGATED_VERSIONS
+            ):
+                return version
+        elif kind in _PLAIN and "as" not in options:
+            return None
+    return None
+
 
 _VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 _SUB = {
@@ -110,7 +141,7 @@ def group(catalog: Catalog, name: str) -> Obj | None:
     return {"kind": "APIGroup", "apiVersion": "v1", **_group(name, versions)}
 
 
-def aggregated(catalog: Catalog, *, core: bool) -> Obj:
+def aggregated(catalog: Catalog, *, core: bool, version: str = "v2") -> Obj:
     items = []
     for g, versions in catalog.group_versions().items():
         if bool(g) == core:
@@ -144,7 +175,7 @@ def aggregated(catalog: Catalog, *, core: bool) -> Obj:
         items.append({"metadata": {"name": g} if g else {}, "versions": vs})
     return {
         "kind": "APIGroupDiscoveryList",
-        "apiVersion": "apidiscovery.k8s.io/v2",
+        "apiVersion": f"apidiscovery.k8s.io/{version}",
         "metadata": {},
         "items": items,
     }

@@ -389,12 +389,13 @@ class Handler(BaseHTTPRequestHandler):
 
     def _discovery_root(self, accept: str, *, core: bool, plain: Callable[[], Obj]) -> None:
         """`/api` (`core`) or `/apis`: the aggregated discovery document when the client asks for
-        it, as kubectl does; else the plain one."""
-        if "as=APIGroupDiscoveryList" in accept:
-            body = json.dumps(discovery.aggregated(self.server.catalog, core=core)).encode()
-            self._send(200, body, discovery.AGGREGATED, {"Vary": "Accept"})
-        else:
+        it, as kubectl does, in the version it asks for (v2 or v2beta1); else the plain one."""
+        version = discovery.negotiate(accept)
+        if version is None:
             self._json(200, plain())
+            return
+        body = json.dumps(discovery.aggregated(self.server.catalog, core=core, version=version)).encode()
+        self._send(200, body, discovery.aggregated_media_type(version), {"Vary": "Accept"})
 
     def _openapi(self, rest: list[str]) -> None:
         catalog = self.server.catalog
