@@ -93,12 +93,13 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     is checked completely — roles, step ids, actions, durations, the window, and that every Slack
     user and group in the roster exists — and stored under its `name`.
     `/upgrade plan show NAME` shows the steps and gates of the newest plan stored under NAME.
-    `/upgrade plan draft --to 1.25 [--cluster C] [--style pipeline|eks-managed|generic]` reads the
-    cluster (read-only), runs the check for each control-plane hop (`--to 1.33` on 1.29: four, one
-    minor at a time) and, with a provider, asks the cloud; it attaches a commented plan: lagging
-    node groups brought within the skew first, the control plane and add-ons through the EKS API,
-    the node groups in the runbook's order, a step for what the check found that a step can fix
-    (the rest listed in its header), the roster, channels and a window `schedule` accepts.
+    `/upgrade plan draft --to 1.25 [--cluster C] [--style pipeline|eks-managed|aks-managed|gke-managed|generic]`
+    reads the cluster (read-only), runs the check for each control-plane hop (`--to 1.33` on 1.29:
+    four, one minor at a time) and, with a provider, asks the cloud; it attaches a commented plan:
+    lagging node groups brought within the skew first, the control plane and add-ons through the
+    EKS API (or AKS's and GKE's actions at versions the cloud offers: the default style for such a
+    cluster), the node groups in the runbook's order, a step for what the check found that a step
+    can fix (the rest listed in its header), the roster, channels and a window `schedule` accepts.
 
     Example: `/upgrade plan load eks-nodegroups`
     """
@@ -190,7 +191,7 @@ def _draft(ctx: CommandContext, args: Args) -> Reply:
     inputs = draft_inputs(
         cluster=cluster.name,
         target=target,
-        style=args.style,
+        style=args.style or "",
         now=now,
         roster=ctx.settings.roster,
         channels={
@@ -230,7 +231,7 @@ def _draft(ctx: CommandContext, args: Args) -> Reply:
     filename = f"{cluster.name}-{target}-draft.yaml".replace("/", "-")
     return Reply(
         template="runs/plan_draft",
-        context={"draft": draft, "cluster": cluster.name, "target": target, "style": args.style},
+        context={"draft": draft, "cluster": cluster.name, "target": target, "style": inputs.style},
         files=(
             FileAttachment(
                 filename=filename,
@@ -257,7 +258,10 @@ def _arguments(parser: CommandParser) -> None:
     )
     parser.add_argument("--cluster", help="draft: a configured cluster (default: the only one)")
     parser.add_argument(
-        "--style", choices=list(STYLES), default="pipeline", help="draft: how node groups are replaced"
+        "--style",
+        choices=list(STYLES),
+        help="draft: how the control plane and node groups are upgraded (default: the cloud's own for an "
+        "AKS or GKE cluster, else pipeline)",
     )
 
 

@@ -14,6 +14,10 @@ Their order is the configuration's when it gives one; otherwise the runbook's he
 3. the rest, the largest first (the shared pool), then by name,
 4. observability last (most of their pods in logging/monitoring namespaces).
 
+For an AKS or GKE cluster the default style is the cloud's own (`aks-managed`, `gke-managed`): the
+shape of `templates/plans/<cloud>-managed.yaml`, the control plane and each pool through the cloud's
+actions at versions it offers (`draftclouds`).
+
 The facts are gathered in `draftfacts` and the steps written by `draftsteps.DraftWriter`; the
 names callers use are re-exported here, where they have always found them.
 """
@@ -29,11 +33,13 @@ from zoneinfo import ZoneInfo
 import yaml
 
 from bot.core import clusters
+from bot.core.providers import PROVIDER_KEYS
+from bot.core.runs.draftfacts import MANAGED_STYLES, POOL_CLOUDS, POOL_WORDS
 from bot.core.runs.draftfacts import STYLES as STYLES
-from bot.core.runs.draftfacts import UNDRAFTED_CLOUDS
 from bot.core.runs.draftfacts import DraftFacts as DraftFacts
 from bot.core.runs.draftfacts import ProviderFacts as ProviderFacts
 from bot.core.runs.draftfacts import cloud_of as cloud_of
+from bot.core.runs.draftfacts import default_style as default_style
 from bot.core.runs.draftfacts import discover_groups as discover_groups
 from bot.core.runs.draftfacts import fargate_restarts as fargate_restarts
 from bot.core.runs.draftfacts import gather_facts as gather_facts
@@ -135,15 +141,29 @@ def draft_inputs(
     cloud: str = "",
 ) -> DraftInputs:
     """What the configuration gives the draft: roster, channels, the next allowed window, the order.
-    `cloud`: the cluster's provider (`cloud_of`); `eks-managed` is refused for another cloud's, whose
-    pools EKS does not replace."""
+    `cloud`: the cluster's provider (`cloud_of`). `style` "" is the cloud's own for an AKS or GKE
+    cluster (`default_style`); a cloud's style is refused for a cluster whose provider is another
+    cloud's (EKS does not replace an AKS pool), and `aks-managed`/`gke-managed` for a cluster that
+    names no such provider (their actions need it)."""
     if not roster:
         raise UserError("the configuration has no roster: a plan's gates need people (add `roster:`)")
-    if style == "eks-managed" and cloud in UNDRAFTED_CLOUDS:
+    style = style or default_style(cloud)
+    wanted = MANAGED_STYLES.get(style, "")
+    if wanted and cloud and cloud != wanted:
+        own = (
+            f", or --style {cloud}-managed for {cloud.upper()}'s own"
+            if f"{cloud}-managed" in MANAGED_STYLES
+            else ""
+        )
         raise UserError(
-            f"--style eks-managed drafts EKS's steps, and {cluster}'s provider is {cloud.upper()}: "
-            f"draft with --style pipeline or generic ({cloud.upper()}'s own actions, "
-            f"{', '.join(UNDRAFTED_CLOUDS[cloud])}, are in the {cloud}-managed example plan)"
+            f"--style {style} drafts {wanted.upper()}'s steps, and {cluster}'s provider is {cloud.upper()}: "
+            f"draft with --style pipeline or generic{own}"
+        )
+    if wanted in POOL_CLOUDS and not cloud:
+        raise UserError(
+            f"--style {style} drafts {wanted.upper()}'s actions, which need the cluster's provider: add "
+            f"`provider: {{{wanted}: {{{PROVIDER_KEYS[wanted]}}}}}` to {cluster} in the configuration, "
+            "or draft with --style pipeline or generic"
         )
     zone = ZoneInfo(timezone)
     start, end, note = draft_window(windows, now=now, zone=zone)
@@ -169,6 +189,8 @@ class Draft:
     groups: list[str]
     steps: int
     current: str
+    #: What the cluster's cloud calls its node groups ("agent pools" on AKS).
+    pools: str = "node groups"
 
 
 def summarise(text: str) -> Draft:
@@ -184,4 +206,14 @@ def summarise(text: str) -> Draft:
         if isinstance(a, dict) and isinstance(a.get("wait-nodegroup"), dict)
     ]
     groups = list(dict.fromkeys(str(w.get("nodegroup")) for w in waits if str(w.get("version")) == target))
-    return Draft(text=text, groups=groups, steps=len(steps), current=str(doc.get("current_version", "")))
+    verbs = {str(k) for s in steps for a in s.get("actions") or [] if isinstance(a, dict) for k in a}
+    pools = next(
+        (f"{POOL_WORDS[c]}s" for c, (_, pool) in POOL_CLOUDS.items() if pool in verbs), "node groups"
+    )
+    return Draft(
+        text=text,
+        groups=groups,
+        steps=len(steps),
+        current=str(doc.get("current_version", "")),
+        pools=pools,
+    )

@@ -14,13 +14,14 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from bot.core import providers
 from bot.core.checks import service as checks
 from bot.core.checks.findings import REQUIRED, Cover, Finding
 from bot.core.checks.gather import CheckReader
+from bot.core.durations import format_duration
 from bot.core.kube.versions import older_minor, parse_version
 from bot.core.providers import Provider, ProviderConfig
 from bot.core.rules import Rule
@@ -28,13 +29,25 @@ from bot.core.snapshots.projection import Progress, pods_as_dicts
 from bot.errors import ProviderError, ProviderUnavailable, UserError
 from bot.records import ClusterConfig, WaiverRow
 
-STYLES = ("pipeline", "eks-managed", "generic")
-#: The clouds whose actions the draft does not write yet → those actions (the control plane's,
-#: the node pools'), which their example plan (`templates/plans/<cloud>-managed.yaml`) shows.
-UNDRAFTED_CLOUDS = {
+STYLES = ("pipeline", "eks-managed", "aks-managed", "gke-managed", "generic")
+#: The styles that draft a cloud's own actions → that cloud (its provider must be the cluster's).
+MANAGED_STYLES = {"eks-managed": "eks", "aks-managed": "aks", "gke-managed": "gke"}
+#: The clouds whose node pools are upgraded in place by the cloud → its actions (the control
+#: plane's, a pool's), as their example plans (`templates/plans/<cloud>-managed.yaml`) use them.
+POOL_CLOUDS = {
     "aks": ("aks-upgrade-control-plane", "aks-upgrade-nodepool"),
     "gke": ("gke-update-master", "gke-update-nodepool"),
 }
+#: What each cloud calls a node group it manages.
+POOL_WORDS = {"eks": "managed node group", "aks": "agent pool", "gke": "node pool"}
+#: The command that lists the versions a cloud offers (said where the draft could not ask).
+VERSIONS_HOW = {"aks": "az aks get-upgrades", "gke": "gcloud container get-server-config"}
+
+
+def default_style(cloud: str) -> str:
+    """The style `plan draft` uses without `--style`: the cloud's own for an AKS or GKE cluster
+    (its pools are upgraded in place by the cloud), else `pipeline`."""
+    return f"{cloud}-managed" if cloud in POOL_CLOUDS else "pipeline"
 
 
 def cloud_of(cluster: ClusterConfig) -> str:
@@ -236,6 +249,23 @@ class ProviderFacts:
     addons: Mapping[str, str] = field(default_factory=dict)
     #: Kubernetes minor → add-on → the version the cloud offers by default for it.
     offered: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    #: AKS, GKE: each node pool's own upgrade settings, as people read them ("max surge 33%").
+    pool_settings: Mapping[str, str] = field(default_factory=dict)
+    #: AKS, GKE: the control plane's version as the cloud writes it (`1.29.8-gke.1031000`), the
+    #: versions it offers to move to and its own pick among them (`Provider.versions`).
+    version: str = ""
+    offered_versions: Sequence[str] = ()
+    default_version: str = ""
+
+    def hop_version(self, minor: str) -> str:
+        """The version of `minor` the cloud offers to upgrade to: its own pick when it is of that
+        minor, else the newest it offers of it; "" when it offers none (AKS offers only the next
+        minor's patches: a later hop is asked once the cluster is on the one before)."""
+        want = _minor_key(minor)
+        if self.default_version and _minor_key(self.default_version) == want:
+            return self.default_version
+        same = [v for v in self.offered_versions if _minor_key(v) == want]
+        return max(same, key=_version_key) if same else ""
 
 
 def default_addon_version(versions: Sequence[Mapping[str, Any]], minor: str) -> str | None:
@@ -247,9 +277,67 @@ def default_addon_version(versions: Sequence[Mapping[str, Any]], minor: str) -> 
     return None
 
 
+def _minor_key(version: str) -> tuple[int, ...]:
+    return (parse_version(version) or ())[:2]
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    """Every number of a cloud's version, in order: `1.30.4-gke.1348000` → (1, 30, 4, 1348000)."""
+    return tuple(int(n) for n in re.findall(r"\d+", version))
+
+
+def pool_settings(kind: str, pool: Mapping[str, Any]) -> str:
+    """A node pool's own upgrade settings in people's words, as the cloud's job uses them when the
+    plan names none (`bot.core.jobs.aks`, `bot.core.jobs.gke`)."""
+    if kind == "aks":
+        surge = ((pool.get("properties") or {}).get("upgradeSettings") or {}).get("maxSurge")
+        return f"max surge {surge}" if surge else "AKS's default max surge (10%)"
+    own = pool.get("upgradeSettings") or {}
+    if own.get("strategy") == "BLUE_GREEN":
+        soak = str((own.get("blueGreenSettings") or {}).get("nodePoolSoakDuration") or "")
+        seconds = soak.removesuffix("s")
+        span = format_duration(timedelta(seconds=float(seconds))) if _is_number(seconds) else "GKE's default"
+        return f"blue-green, soak {span}"
+    # GKE's REST JSON leaves a 0 out; the job reads an absent max_surge as 1 (GKE's default).
+    return f"surge, max_surge {own.get('maxSurge', 1)}, max_unavailable {own.get('maxUnavailable', 0)}"
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def pool_facts(provider: Provider) -> ProviderFacts:
+    """An AKS or GKE cluster's node pools (their versions and own upgrade settings) and the
+    versions the cloud offers its control plane (`Provider.versions`)."""
+    pools = provider.node_pools()
+    versions = provider.versions()
+
+    def version_of(pool: Mapping[str, Any]) -> str:
+        if provider.kind == "aks":
+            props = pool.get("properties") or {}
+            return str(props.get("currentOrchestratorVersion") or props.get("orchestratorVersion") or "")
+        return str(pool.get("version", ""))
+
+    return ProviderFacts(
+        kind=provider.kind,
+        name=provider.name,
+        managed={str(p.get("name", "")): version_of(p) for p in pools},
+        pool_settings={str(p.get("name", "")): pool_settings(provider.kind, p) for p in pools},
+        version=versions.current,
+        offered_versions=tuple(versions.offered),
+        default_version=versions.default,
+    )
+
+
 def provider_facts(provider: Provider, minors: Sequence[str]) -> ProviderFacts:
     """Read the managed node groups, the installed add-ons and the add-on versions the cloud offers
-    for each of `minors` (the current one and every hop's)."""
+    for each of `minors` (the current one and every hop's); for AKS and GKE, `pool_facts`."""
+    if provider.kind in POOL_CLOUDS:
+        return pool_facts(provider)
     managed = {str(g.get("nodegroupName", "")): str(g.get("version", "")) for g in provider.node_pools()}
     addons = {str(a.get("addonName", "")): str(a.get("addonVersion", "")) for a in provider.addons()}
     offered: dict[str, dict[str, str]] = {}
@@ -311,13 +399,19 @@ def gather_facts(
         findings[hop] = report.findings
     notes: list[str] = []
     provider = None
-    if cluster.eks is not None:
+    config = cluster.eks or cluster.aks or cluster.gke
+    if config is not None:
+        cloud = cloud_of(cluster)
         minor = parse_version(current)
         minors = ([f"{minor[0]}.{minor[1]}"] if minor is not None and len(minor) > 1 else []) + hops
         try:
-            provider = provider_facts(connect_provider(cluster.eks), minors)
+            provider = provider_facts(connect_provider(config), minors)
         except (ProviderUnavailable, ProviderError) as exc:
-            notes.append(f"the EKS provider's node groups and add-ons ({exc}): the draft has no EKS actions")
+            notes.append(
+                f"the EKS provider's node groups and add-ons ({exc}): the draft has no EKS actions"
+                if cloud == "eks"
+                else f"the {cloud.upper()} provider's {POOL_WORDS[cloud]}s and the versions it offers ({exc})"
+            )
     return DraftFacts(provider=provider, findings=findings, notes=notes)
 
 

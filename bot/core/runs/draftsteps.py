@@ -8,7 +8,6 @@ calls its sections in the plan's order. The facts it writes from are `bot.core.r
 
 from __future__ import annotations
 
-import json
 import re
 import textwrap
 from collections.abc import Mapping, Sequence
@@ -16,12 +15,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.core.checks.findings import REQUIRED
+from bot.core.runs import draftclouds
+from bot.core.runs.draftclouds import yaml_scalar as _q
 from bot.core.runs.draftfacts import (
     API_REMOVED,
     CORDONED,
     KUBE_PROXY_FINDINGS,
+    MANAGED_STYLES,
+    POOL_CLOUDS,
+    POOL_WORDS,
     RANK_WHY,
-    UNDRAFTED_CLOUDS,
     DraftFacts,
     NodeGroup,
     discover_groups,
@@ -103,11 +106,6 @@ def evidence_lines(inputs: DraftInputs, indent: str = "") -> list[str]:
     return [f"{indent}background:", *(indent + i for i in items)] if items else []
 
 
-def _q(value: object) -> str:
-    """A YAML scalar: JSON strings are valid YAML and quote whatever a value holds."""
-    return json.dumps(str(value), ensure_ascii=False)
-
-
 def _comment(text: str, indent: str = "  ") -> list[str]:
     lines = [
         part
@@ -170,6 +168,22 @@ class DraftWriter:
         eks = provider is not None and provider.kind == "eks"
         managed = set(provider.managed) if provider is not None else set()
         cloud = provider.kind.upper() if provider is not None else "EKS"
+        # AKS, GKE: the cloud's own actions, with its versions (placeholders where it named none).
+        kind = MANAGED_STYLES.get(inputs.style, "")
+        pools = None
+        if kind in POOL_CLOUDS and (provider is None or provider.kind == kind):
+            pools = draftclouds.pool_cloud(
+                kind,
+                provider,
+                current=str((snap.get("version") or {}).get("gitVersion", "")).lstrip("v"),
+                hops=hops,
+                target=target,
+                snapshot_groups=[g.name for g in groups],
+            )
+            managed = set(pools.pools)
+        # A pool the cloud lists with no node in the snapshot (scaled to zero) is upgraded too.
+        seen = {g.name for g in groups}
+        unseen = [p for p in sorted(managed) if p not in seen] if pools is not None else []
         sorted_findings = sort_findings(facts.findings, hops, addons=provider is not None)
         roles = list(inputs.roster)
         operators = [r for r in ("primary", "shadow") if r in inputs.roster] or roles[:2]
@@ -187,10 +201,12 @@ class DraftWriter:
         how = {
             "pipeline": "Merge the infrastructure PR that bumps the cluster version",
             "eks-managed": "Start the EKS control-plane update (console, eksctl or the API)",
+            "aks-managed": "Start the AKS control-plane upgrade (az aks upgrade --control-plane-only)",
+            "gke-managed": "Start the GKE master upgrade (gcloud container clusters upgrade --master)",
             "generic": "Upgrade the control plane the way this cluster's platform does it",
         }[inputs.style]
         step_keys = group_step_keys(
-            [g.name for g in groups], reserve=_CATCH_UP_SUFFIX if catch_up_possible else 0
+            [g.name for g in groups] + unseen, reserve=_CATCH_UP_SUFFIX if catch_up_possible else 0
         )
         addons_on = dict(provider.addons) if provider is not None else {}
         self.snap, self.inputs, self.facts = snap, inputs, facts
@@ -199,6 +215,9 @@ class DraftWriter:
         self.groups, self.fargate = groups, fargate
         self.istiod, self.lagging, self.sidecar_workloads = istiod, lagging, sidecar_workloads
         self.provider, self.eks, self.managed, self.cloud = provider, eks, managed, cloud
+        self.pools, self.unseen = pools, unseen
+        #: What the draft calls a node group: the cloud's word when it drafts the cloud's pools.
+        self.noun = pools.word.capitalize() if pools is not None else "Node group"
         self.sorted_findings = sorted_findings
         self.lead, self.four_eyes, self.anyone = lead, four_eyes, anyone
         self.announcer, self.announce_done = announcer, announce_done
@@ -223,14 +242,30 @@ class DraftWriter:
             add(
                 "# only where the version skew policy (or the cloud) requires it, and all of them at the end."
             )
-        if provider is not None:
+        if self.pools is not None:
+            for line in draftclouds.header(self.pools, inputs.cluster):
+                out.extend(_comment(line, indent=""))
+        elif provider is not None and provider.kind in POOL_CLOUDS:
+            out.extend(
+                _comment(
+                    f"The cloud's side from the {provider.kind.upper()} provider (cluster {provider.name}): "
+                    f"{POOL_WORDS[provider.kind]}s {', '.join(sorted(managed)) or '(none)'}.",
+                    indent="",
+                )
+            )
+        elif provider is not None:
             add(
                 f"# The cloud's side from the {provider.kind.upper()} provider (cluster {provider.name}): managed node"
             )
             add(
                 f"# groups {', '.join(sorted(managed)) or '(none)'}; add-ons {', '.join(sorted(provider.addons)) or '(none)'}."
             )
-        add("# Node groups come from the first of these node labels present on a node:")
+        if self.pools is not None:
+            add(
+                f"# The {self.pools.word}s' nodes are found by the first of these node labels present on a node:"
+            )
+        else:
+            add("# Node groups come from the first of these node labels present on a node:")
         for key in inputs.group_labels:
             add(f"#   {key}")
         if inputs.order:
@@ -253,17 +288,9 @@ class DraftWriter:
             add("# Required findings the catch-up and add-on steps below settle:")
             for hop, f in sorted_findings.settled:
                 out.extend(_comment(f"  {f.id} (check for {hop}): {f.title}", indent=""))
-        undrafted = UNDRAFTED_CLOUDS.get(inputs.cloud)
-        if undrafted:
-            cloud = inputs.cloud.upper()
+        if inputs.cloud in POOL_CLOUDS and self.pools is None:
             out.extend(
-                _comment(
-                    f"{inputs.cluster}'s provider is {cloud}: this draft writes no {cloud} action yet "
-                    f"({', '.join(undrafted)}), so the control plane and the node pools are people's steps "
-                    f"below. templates/plans/{inputs.cloud}-managed.yaml shows those actions "
-                    f"(`upgrade-bot rehearse {inputs.cloud}-managed` plays it).",
-                    indent="",
-                )
+                _comment(draftclouds.other_style(inputs.cloud, inputs.cluster, inputs.style), indent="")
             )
         for note in facts.notes:
             out.extend(_comment(f"Not read: {note}", indent=""))
@@ -372,7 +399,19 @@ class DraftWriter:
         """One node group brought to `to`: EKS's update, a person's, or launch/drain/wait."""
         key = step_keys[group.name] + suffix
         g, sel = group.name, group.selector()
-        if inputs.style == "eks-managed" and eks and g in managed:
+        if self.pools is not None and g in managed:
+            more, lines = draftclouds.pool_step(
+                self.pools,
+                g,
+                to,
+                step_id=f"update-{key}",
+                gate=four_eyes,
+                background=evidence_lines(inputs),
+            )
+            step(why + "\n" + more, lines)
+            if not group.nodes:
+                return  # no node to wait for: the cloud's operation is the pool's whole upgrade
+        elif inputs.style == "eks-managed" and eks and g in managed:
             step(
                 why + f"\n{cloud} lists {g} as a managed node group: "
                 "the bot starts its update (UpdateNodegroupVersion); EKS replaces and drains the nodes.",
@@ -402,8 +441,8 @@ class DraftWriter:
         else:
             verb = "Merge the node group PR for" if inputs.style == "pipeline" else "Add new nodes to"
             own = (
-                f"\n{cloud} does not list {g} as a managed node group: it is self-managed."
-                if eks and g not in managed
+                f"\n{cloud} does not list {g} as a {POOL_WORDS[provider.kind]}: it is self-managed."
+                if (provider := self.provider) is not None and g not in managed
                 else ""
             )
             step(
@@ -463,7 +502,7 @@ class DraftWriter:
             to_full = current_full if minor_of(current_full) == hop_minor - 1 else f"{behind}.0"
             group_steps(
                 group,
-                f"Node group {group.name} (nodes labelled {group.selector()}) is on 1.{on[group.name]} "
+                f"{self.noun} {group.name} (nodes labelled {group.selector()}) is on 1.{on[group.name]} "
                 f"({group.why()}): {rule}, so it goes to {behind} before the control plane goes to {hop}.",
                 behind,
                 to_full,
@@ -577,7 +616,9 @@ class DraftWriter:
         inputs, provider, eks, four_eyes = self.inputs, self.provider, self.eks, self.four_eyes
         anyone, how, step, hop_id = self.anyone, self.how, self.step, self.hop_id
         control = hop_id("control-plane", hop)
-        if eks and inputs.style == "eks-managed":
+        if self.pools is not None:
+            step(*draftclouds.control_plane(self.pools, hop, step_id=control, gate=four_eyes))
+        elif eks and inputs.style == "eks-managed":
             step(
                 f"The control plane goes first: kubelets may lag it, never lead it. The cluster is an EKS\n"
                 f"cluster ({provider.name if provider else ''}): the bot calls UpdateClusterVersion to {hop} and follows it.",
@@ -614,7 +655,7 @@ class DraftWriter:
         """After a provider's control plane: wait for every API server, the add-ons, then Fargate's restarts."""
         fargate, provider, four_eyes, anyone = self.fargate, self.provider, self.four_eyes, self.anyone
         addons_on, step, hop_id = self.addons_on, self.step, self.hop_id
-        if provider is not None:
+        if provider is not None or self.pools is not None:
             step(
                 f"An upgrading control plane runs old and new API servers behind one endpoint: the next\n"
                 f"steps wait until /version says {hop} on several answers in a row.",
@@ -677,7 +718,7 @@ class DraftWriter:
                 continue
             group_steps(
                 group,
-                f"Node group {group.name} (nodes labelled {group.selector()}; {label}): {group.why()}.",
+                f"{self.noun} {group.name} (nodes labelled {group.selector()}; {label}): {group.why()}.",
                 minor if inputs.style == "eks-managed" and eks and group.name in managed else target,
                 full,
                 "",
@@ -697,6 +738,15 @@ class DraftWriter:
                         f"  - restart: {{workloads: {_q(', '.join(sidecar_workloads))}, timeout: 20m}}",
                     ],
                 )
+        for name in self.unseen:
+            group_steps(
+                NodeGroup(name),
+                f"{self.noun} {name} has no node in the snapshot (scaled to zero?): its version still moves "
+                "with the cluster's.",
+                target,
+                full,
+                "",
+            )
         if lagging and not mesh_restarted:
             step(
                 f"Sidecars behind istiod {istiod} in: {', '.join(lagging)}.",

@@ -16,7 +16,7 @@ from bot.core.checks import service as checks
 from bot.core.clusters import group_labels, pick_cluster
 from bot.core.jobs.preflight import check_plan, order_warnings, sdk_warnings, step_version_warnings
 from bot.core.rules import load_rules
-from bot.core.runs.draft import DraftFacts, cloud_of, draft_inputs, draft_plan, gather_facts
+from bot.core.runs.draft import STYLES, DraftFacts, cloud_of, draft_inputs, draft_plan, gather_facts
 from bot.core.runs.plans import PeopleLookup, parse_plan, read_plan_file, window_warnings
 from bot.core.snapshots.projection import Progress, take_snapshot
 from bot.errors import (
@@ -84,10 +84,11 @@ def register(subparsers: Subparsers) -> Handler:
     )
     draft.add_argument(
         "--style",
-        choices=["pipeline", "eks-managed", "generic"],
-        default="pipeline",
-        help="pipeline: people launch new nodes, the bot drains the old (default); eks-managed: EKS "
-        "replaces the nodes, the bot waits; generic: as pipeline, worded for any platform",
+        choices=list(STYLES),
+        help="pipeline: people launch new nodes, the bot drains the old (the default, but for an AKS "
+        "or GKE cluster); eks-managed: EKS replaces the nodes, the bot waits; aks-managed, gke-managed "
+        "(the default for such a cluster): the cloud's actions upgrade the control plane and each pool "
+        "at versions it offers; generic: as pipeline, worded for any platform",
     )
     draft.add_argument("--out", metavar="FILE", help="write here instead of standard output")
     kube_flags(draft)
@@ -191,7 +192,7 @@ def _draft(settings: Settings, args: argparse.Namespace) -> int:
         inputs = draft_inputs(
             cluster=cluster.name,
             target=args.to,
-            style=args.style,
+            style=args.style or "",
             now=now,
             roster=settings.roster,
             channels={

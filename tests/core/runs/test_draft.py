@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from bot.core.announcements.overrides import window_refusal
 from bot.core.runs.draft import (
     DraftInputs,
+    ProviderFacts,
     discover_groups,
     draft_inputs,
     draft_plan,
@@ -392,16 +393,16 @@ def test_windows_too_short_for_an_hour_say_so_and_schedule_refuses_the_placehold
         ("gke", "gke-update-master, gke-update-nodepool"),
     ],
 )
-def test_a_draft_for_an_aks_or_gke_cluster_says_it_writes_no_action_of_that_cloud_and_where_they_are(
+def test_a_pipeline_draft_for_an_aks_or_gke_cluster_says_its_steps_are_peoples_and_which_style_drafts_the_clouds(
     cloud: str, actions: str
 ) -> None:
     text = draft_plan(_shop(), dataclasses.replace(_inputs(), cloud=cloud))
     header = " ".join(line.removeprefix("# ") for line in text.splitlines() if line.startswith("# "))
     assert (
-        f"prod's provider is {cloud.upper()}: this draft writes no {cloud.upper()} action yet ({actions})"
-        in header
+        f"prod's provider is {cloud.upper()}: --style pipeline keeps the control plane and the "
+        f"{'agent' if cloud == 'aks' else 'node'} pools people's steps below; --style {cloud}-managed (the "
+        f"default for it) drafts {cloud.upper()}'s own actions ({actions})" in header
     )
-    assert f"templates/plans/{cloud}-managed.yaml shows those actions" in header
     # The control plane's step does not claim that no action could upgrade it: the cloud's can.
     assert "the plan language has no control-plane action" not in text
     parse_plan(text, source="draft.yaml", now=datetime(2026, 11, 26, tzinfo=UTC))
@@ -438,3 +439,24 @@ def test_eks_managed_is_refused_for_a_cluster_whose_provider_is_aks_or_gke(cloud
         inputs("eks-managed", cloud)
     assert inputs("pipeline", cloud).cloud == cloud
     assert inputs("eks-managed", "eks").style == "eks-managed"
+    # Without --style: the cloud's own actions for an AKS or GKE cluster, people's steps otherwise.
+    assert inputs("", cloud).style == f"{cloud}-managed"
+    assert (inputs("", "eks").style, inputs("", "").style) == ("pipeline", "pipeline")
+
+
+def test_a_hop_takes_the_clouds_own_pick_of_its_minor_else_the_newest_it_offers_of_it() -> None:
+    gke = ProviderFacts(
+        kind="gke",
+        name="shop",
+        version="1.29.8-gke.1031000",
+        offered_versions=(
+            "1.31.1-gke.1146000",
+            "1.30.5-gke.1014001",
+            "1.30.10-gke.1000",
+            "1.29.9-gke.1177000",
+        ),
+        default_version="1.30.5-gke.1014001",
+    )
+    assert gke.hop_version("1.30") == "1.30.5-gke.1014001"  # GKE's default, not the newest 1.30
+    assert gke.hop_version("1.31") == "1.31.1-gke.1146000"
+    assert gke.hop_version("1.32") == ""  # none offered: the draft leaves a placeholder
