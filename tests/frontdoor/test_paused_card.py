@@ -190,7 +190,7 @@ def test_a_required_finding_pauses_the_run_with_resume_skip_and_waive_for_the_ri
     # The wrong people: each button says why, ephemeral, and nothing changes.
     resume = bot.click(SHADOW, value, "paused_resume")
     assert resume is not None
-    assert "resuming `checks` is for the primary, who hold its gate; you are the shadow" in resume
+    assert "resuming `checks` is for the primary, who holds its gate; you are the shadow" in resume
     skip = bot.click(STRANGER, value, "paused_skip")
     assert skip is not None
     assert "skipping `checks` needs the primary, as its gate does; you are not in this run's roster" in skip
@@ -491,7 +491,7 @@ def test_inconclusive_evidence_pauses_the_run_with_wait_waive_and_abort_for_the_
     assert wait is not None
     # Each refusal names what the person tried (not "resuming", which no button here does) and who may.
     assert (
-        "waiting for fresh evidence on `settle` is for the primary, who hold its gate; you are the shadow"
+        "waiting for fresh evidence on `settle` is for the primary, who holds its gate; you are the shadow"
         in wait
     )
     views = len(bot.stub.calls_to("views.open"))
@@ -502,7 +502,7 @@ def test_inconclusive_evidence_pauses_the_run_with_wait_waive_and_abort_for_the_
     abort = bot.click(STRANGER, value, "paused_abort")
     assert abort is not None
     assert (
-        "aborting `settle` is for the primary, who hold its gate; you are not in this run's roster" in abort
+        "aborting `settle` is for the primary, who holds its gate; you are not in this run's roster" in abort
     )
     assert "Run *paused*" in bot.card()
 
@@ -677,7 +677,7 @@ def test_an_abort_by_choose_fails_the_step_and_the_run_stays_paused_on_the_failu
     bot = evidence_bot
     job = _paused_on_evidence(bot, sim_small)
     # The refusal names the abort the shadow tried (it said "resuming `settle`" before).
-    assert "aborting `settle` is for the primary, who hold its gate; you are the shadow" in (
+    assert "aborting `settle` is for the primary, who holds its gate; you are the shadow" in (
         bot.command(f"choose {job} abort", user=SHADOW)
     )
     assert "Abort: recorded" in bot.command(f"choose {job} abort", user=PRIMARY)
@@ -701,9 +701,9 @@ def test_an_answer_to_a_question_on_a_run_paused_by_hand_names_what_was_tried(
     assert "is active" in bot.command(f"resume {run_id}", user=PRIMARY)
     assert "is paused" in bot.command(f"pause {run_id} --reason payments batch", user=COORD)
     assert (
-        "waiting for fresh evidence on `settle` is for the primary, who hold its gate; you are the shadow"
+        "waiting for fresh evidence on `settle` is for the primary, who holds its gate; you are the shadow"
         in (bot.command(f"choose {job} wait", user=SHADOW))
     )
-    assert "aborting `settle` is for the primary, who hold its gate; you are the coordinator" in (
+    assert "aborting `settle` is for the primary, who holds its gate; you are the coordinator" in (
         bot.command(f"choose {job} abort", user=COORD)
     )

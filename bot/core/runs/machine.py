@@ -786,7 +786,8 @@ DOING = {"resume": "resuming", "wait": "waiting for fresh evidence on", "abort":
 def not_the_gates(doing: str, step_id: str, gate: Gate, held: frozenset[str]) -> str:
     """A refusal naming what was tried (a key of `DOING`) and who may: "aborting `settle` is for…"."""
     anyone = " or ".join(f"the {r}" for r in gate.roles)
-    return f"{DOING[doing]} `{step_id}` is for {anyone}, who hold its gate; you are {_you(held)}"
+    hold = "holds" if len(gate.roles) == 1 else "hold"
+    return f"{DOING[doing]} `{step_id}` is for {anyone}, who {hold} its gate; you are {_you(held)}"
 
 
 def paused_refusal(

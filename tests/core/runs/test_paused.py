@@ -17,6 +17,7 @@ from bot.core.rendering import Renderer
 from bot.core.runs import machine as R
 from bot.core.runs.cards import card_context
 from bot.core.runs.paused import PAUSE_KINDS, PauseCause, ending, pause_cause, paused_view
+from bot.core.runs.planmodel import Gate
 from bot.core.runs.plans import parse_plan
 from bot.errors import TransitionRefused
 from bot.records import RunState, StepState
@@ -312,6 +313,14 @@ def test_a_refused_button_of_a_paused_run_names_what_the_person_tried() -> None:
     assert refusal("abort") == f"aborting `cp` {who}"
     assert refusal("resume") == f"resuming `cp` {who}"
     assert refusal("abort", X).endswith("you are not in this run's roster")
+
+
+def test_a_refusal_for_a_gate_one_role_holds_says_holds_and_for_two_hold() -> None:
+    # "is for the primary, who hold its gate" read wrong: the verb agrees with the roles named.
+    one = R.not_the_gates("abort", "cp", Gate(kind="approve", roles=("primary",)), frozenset({"shadow"}))
+    assert one == "aborting `cp` is for the primary, who holds its gate; you are the shadow"
+    two = R.not_the_gates("resume", "cp", Gate(kind="any_of", roles=("primary", "shadow")), frozenset())
+    assert two.startswith("resuming `cp` is for the primary or the shadow, who hold its gate; you are ")
 
 
 def test_a_step_skipped_while_the_run_is_paused_leaves_it_paused_and_resume_opens_the_next_gate() -> None:
