@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -59,6 +60,21 @@ def test_pre_existing_alerts_do_not_fail_and_the_step_passes_after_settle() -> N
     assert (still.outcome, still.pre_existing, still.new) == (Outcome.RUNNING, 1, ())
     done = _judge([OLD], T0 + timedelta(minutes=10))
     assert done.outcome is Outcome.SUCCESSFUL
+
+
+def test_settling_says_until_when_in_utc_never_a_bare_time_of_some_zone() -> None:
+    # "settling until 14:12" read as local time by a team elsewhere; from a Tokyo-zoned start,
+    # it said 23:12.
+    assert _judge([OLD], T0 + timedelta(minutes=5)).reason == "settling until 14:12 UTC"
+    tokyo = judge_alerts(
+        [OLD],
+        baseline=BASE,
+        step_started=T0.astimezone(ZoneInfo("Asia/Tokyo")),
+        settle=timedelta(minutes=10),
+        timeout=timedelta(minutes=30),
+        now=T0 + timedelta(minutes=5),
+    )
+    assert tokyo.reason == "settling until 14:12 UTC"
 
 
 def test_a_new_critical_alert_fails_at_once_even_when_only_this_runs_silence_holds_it() -> None:

@@ -182,6 +182,15 @@ def test_an_alertmanager_error_never_blocks_the_drain_and_the_gate_shows_it(sim_
     )
 
 
+def test_the_lease_line_says_until_when_in_utc_and_no_time_it_does_not_know() -> None:
+    from bot.core.evidence import leases
+
+    held = {"id": "s1", "ends_at": "2026-11-29T14:27:00Z", "error": "", "spent": False}
+    assert leases.line(held) == "Silence s1 held until 14:27 UTC"
+    # No stored end (never the case once put): no time at all, not the wall clock's.
+    assert leases.line({**held, "ends_at": None}) == "Silence s1 held"
+
+
 PLAN = """\
 name: bg
 cluster: prod

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from bot.core.evidence.conditions import Condition, ConditionError
+from bot.core.evidence.view import at_time
 from bot.errors import EvidenceUnavailable
 from bot.records import Alert, Sample
 
@@ -107,7 +108,7 @@ def judge_alerts(
     since = quiet_since or step_started
     if now - since >= settle:
         return replace(base, outcome=Outcome.SUCCESSFUL, quiet_since=since)
-    return replace(base, quiet_since=since, reason=f"settling until {since + settle:%H:%M}")
+    return replace(base, quiet_since=since, reason=f"settling until {at_time(since + settle)}")
 
 
 def _names(alerts: Sequence[Alert]) -> str:

@@ -30,6 +30,7 @@ from typing import Any
 from bot.core.durations import parse_duration
 from bot.core.evidence.matchers import parse_matcher
 from bot.core.evidence.ports import AlertSource
+from bot.core.evidence.view import at_time
 from bot.errors import EvidenceUnavailable, UserError, clip
 
 HOLD = timedelta(minutes=25)
@@ -187,4 +188,5 @@ def line(lease: Mapping[str, Any]) -> str:
         return "Silence: not yet (created after the first healthy check)"
     if lease.get("spent"):
         return f"Silence {lease['id']}: reached its max"
-    return f"Silence {lease['id']} held until {(_time(lease['ends_at']) or datetime.now(UTC)):%H:%M} UTC"
+    ends = _time(lease.get("ends_at"))
+    return f"Silence {lease['id']} held" + (f" until {at_time(ends)}" if ends is not None else "")
