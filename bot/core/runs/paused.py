@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from bot.core.actions.check import required_ids
+from bot.core.kube.owners import action
 from bot.core.runs import machine as R
 
 #: The button action ids of a paused card.
@@ -232,8 +233,9 @@ _RELEASES = {resume: hold for hold, (resume, _) in _HOLDS.items()}
 
 
 def _held(run: R.Run) -> tuple[str, ...]:
-    """`flux-resume object=kustomization/flux-system/apps` for each owner a succeeded step of the
-    run suspended or paused and no later succeeded step resumed, in the order they were held."""
+    """`/upgrade action flux-resume object=kustomization/flux-system/apps` (whole, as people type
+    it) for each owner a succeeded step of the run suspended or paused and no later succeeded step
+    resumed, in the order they were held."""
     held: dict[tuple[str, str], str] = {}
     for sr in run.steps:
         if sr.state is not R.StepState.SUCCEEDED:
@@ -242,7 +244,7 @@ def _held(run: R.Run) -> tuple[str, ...]:
             if call.name in _HOLDS:
                 resume, arg = _HOLDS[call.name]
                 name = str(call.args.get(arg, ""))
-                held[(call.name, name)] = f"`{resume} {arg}={name}`"
+                held[(call.name, name)] = action(f"{resume} {arg}={name}")
             elif call.name in _RELEASES:
                 arg = _HOLDS[_RELEASES[call.name]][1]
                 held.pop((_RELEASES[call.name], str(call.args.get(arg, ""))), None)

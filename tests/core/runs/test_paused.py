@@ -224,6 +224,41 @@ def test_an_ending_past_failed_steps_names_each_and_its_open_findings() -> None:
     assert ending(clean).honest == "completed"
 
 
+def test_an_owner_the_run_still_holds_is_named_with_the_whole_command_that_resumes_it() -> None:
+    # It gave `flux-resume object=…`, which nobody can type as is: the gate gives `/upgrade action …`.
+    plan = parse_plan(
+        f"""\
+name: hold
+cluster: prod
+current_version: "1.24"
+target_version: "1.25"
+window: {{start: "2026-11-28T22:00", end: "2026-11-29T02:00", timezone: UTC}}
+roster: {{primary: [{P}], shadow: [{S}]}}
+steps:
+  - id: suspend
+    title: Suspend the apps
+    gate: {{approve: [primary, shadow]}}
+    actions: [{{flux-suspend: {{object: kustomization/flux-system/apps}}}}]
+  - id: pause
+    title: Pause Argo CD's shop
+    gate: {{approve: [primary, shadow]}}
+    actions: [{{argocd-pause: {{application: argocd/shop}}}}]
+""",
+        source="hold.yaml",
+    )
+    run = R.new_run("R2", plan, by=P, now=T0).run
+    for step in ("suspend", "pause"):
+        for who in (P, S):
+            run = R.click(
+                run, step_id=step, epoch=1, user_id=who, decision="approve", directory=DIRECTORY, now=T0
+            ).run
+        run = R.action_finished(run, step_id=step, epoch=2, ok=True, detail="done", now=T0).run
+    assert ending(run).held == (
+        "`/upgrade action flux-resume object=kustomization/flux-system/apps`",
+        "`/upgrade action argocd-resume application=argocd/shop`",
+    )
+
+
 def test_the_completed_announcement_does_not_celebrate_a_run_past_failed_steps() -> None:
     renderer = AnnouncementRenderer()
     run = completed_past_failures()
