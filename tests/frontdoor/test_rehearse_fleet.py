@@ -270,7 +270,7 @@ def test_the_example_fleet_rehearses_to_its_end_with_its_timeline(tmp_path: Path
         out.rstrip(),
     )
     assert re.search(r"^\s*\[yellow\] agora-ci - succeeded \* 1\.24\.17 -> 1\.25\.16 \* run `R\w+` \* completed "
-                     r"with 4 failed step\(s\) skipped in run R\w+: checks, restart-istio-data-plane, watch-settle, diff$",
+                     r"with 4 failed steps skipped in run R\w+: checks, restart-istio-data-plane, watch-settle, diff$",
                      out, re.M)  # fmt: skip
 
 

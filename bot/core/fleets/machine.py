@@ -281,8 +281,12 @@ def advance(
 
 #: How a child run's `ChildStatus.detail` begins when it completed with failed steps skipped.
 COMPLETED_WITH = "completed with "
-#: How a child's detail counts its steps that succeeded leaving work for people.
-NOT_ALL_DONE = "step(s) not all done"
+#: How a child's detail counts its steps that succeeded leaving work for people, and its failed
+#: steps people skipped, in its run's words (`runs.paused.Ending.honest`: "1 step not all done",
+#: "2 failed steps skipped"); a fleet stored before said "1 step(s) not all done" and "2 failed
+#: step(s) skipped", which these find as well.
+NOT_ALL_DONE = "not all done"
+WENT_PAST = "failed step"
 #: How a fleet paused on a soak with no upgraded cluster to judge begins its reason.
 NOTHING_SOAKED = "no cluster of stage"
 
@@ -318,7 +322,7 @@ def loose_ends(fleet: Fleet) -> str:
         ("skipped", [m.cluster for m in fleet.members if m.state == SKIPPED]),
         (
             "went past failed steps",
-            [m.cluster for m in fleet.members if with_skipped_failures(m) and "failed step" in m.reason],
+            [m.cluster for m in fleet.members if with_skipped_failures(m) and WENT_PAST in m.reason],
         ),
         (
             "with steps not all done",

@@ -623,15 +623,10 @@ class FleetService:
             if run.state == "completed":
                 # Completed past failed steps people skipped: it says so on the card and at the end.
                 # So is one whose steps succeeded leaving work for people (a drain's skipped nodes).
-                went_past = [s.step_id for s in steps if s.state == StepState.SKIPPED and failure_of(s)]
-                left = [s.step_id for s in steps if s.state == StepState.SUCCEEDED and s.left_behind]
-                said = [f"{len(went_past)} failed step(s) skipped"] if went_past else []
-                said += [f"{len(left)} {M.NOT_ALL_DONE}"] if left else []
-                detail = (
-                    f"{M.COMPLETED_WITH}{' and '.join(said)} in run {run.id}: " + ", ".join(went_past + left)
-                    if said
-                    else ""
-                )
+                # In the run's own words ("completed with 1 failed step skipped"), as its card says.
+                end = ending(self.runs.load(run.id))
+                steps_named = [s.step_id for s in end.skipped] + [step for step, _ in end.left]
+                detail = f"{end.honest} in run {run.id}: {', '.join(steps_named)}" if steps_named else ""
                 out[m.cluster] = M.ChildStatus(state=M.SUCCEEDED, detail=clip(detail, 200))
             elif run.state == "aborted":
                 out[m.cluster] = M.ChildStatus(

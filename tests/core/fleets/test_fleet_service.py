@@ -12,6 +12,7 @@ import pytest
 
 from bot.core.fleets import machine as M
 from bot.core.runs import machine as R
+from bot.core.runs.paused import ending
 from bot.core.runs.plans import parse_plan
 from bot.core.runs.service import Actor
 from bot.errors import RunNotFound, TransitionRefused, UserError
@@ -341,12 +342,14 @@ def test_a_canary_that_went_past_a_failed_step_is_shown_as_such_not_as_a_clean_s
     ci = _members(bot, fleet.id)["ci"]
     assert (ci.state, ci.reason) == (
         M.SUCCEEDED,
-        f"completed with 1 failed step(s) skipped in run {run_id}: drain",
+        f"completed with 1 failed step skipped in run {run_id}: drain",
     )
+    # The run's own words, as its card and the run's completion say them: one source.
+    assert ci.reason.startswith(ending(bot.runs.load(run_id)).honest + " in run ")
     status = bot.fleets.status(fleet.id)
     assert (
         f":large_yellow_circle: *ci* — succeeded · 1.29.4 → 1.30.2 · run `{run_id}` · completed with 1 failed "
-        f"step(s) skipped in run {run_id}: drain"
+        f"step skipped in run {run_id}: drain"
     ) in status
     assert bot.fleets.load(fleet.id).phase == M.SOAKING
 
@@ -377,8 +380,9 @@ def test_a_canary_whose_drain_left_a_node_cordoned_is_amber_and_says_so(
     ci = _members(bot, fleet.id)["ci"]
     assert (ci.state, ci.reason) == (
         M.SUCCEEDED,
-        f"completed with 1 step(s) not all done in run {run_id}: drain",
+        f"completed with 1 step not all done in run {run_id}: drain",
     )
+    assert ci.reason.startswith(ending(bot.runs.load(run_id)).honest + " in run ")
     assert f":large_yellow_circle: *ci* — succeeded · 1.29.4 → 1.30.2 · run `{run_id}`" in bot.fleets.status(
         fleet.id
     )
