@@ -338,9 +338,12 @@ class AksUpgradeNodepoolJob(_AksJob):
     kind = "aks-upgrade-nodepool"
     call = PUT_POOL
     console = "az aks nodepool show"
+    pool_word = "agent pool"
+    get_pool_call = "AgentPools_Get"
+    list_pools_call = "AgentPools_List"
 
     def _resource(self, aks: Provider, progress: Progress) -> Obj:
-        return arm_call("AgentPools_Get", aks.node_pool, name=progress["nodepool"])
+        return self._pool_named(aks, progress["nodepool"])
 
     def _version_of(self, resource: Obj) -> str:
         props = _props(resource)
@@ -365,7 +368,7 @@ class AksUpgradeNodepoolJob(_AksJob):
         surge = surge_arg(args)
         timeout = duration_arg(args, "timeout", NODEPOOL_TIMEOUT)
         aks = self.client(cluster)
-        found = arm_call("AgentPools_Get", aks.node_pool, name=pool)
+        found = self._pool_named(aks, pool)
         target = version or _cluster_version(_props(arm_call("ManagedClusters_Get", aks.control_plane)))
         own = str((_props(found).get("upgradeSettings") or {}).get("maxSurge") or "")
         return self._begin(
@@ -377,7 +380,7 @@ class AksUpgradeNodepoolJob(_AksJob):
         pool = progress["nodepool"]
         nodes = self._nodes(cluster, pool)
         counts = group_counts(nodes, progress["target"])
-        found = arm_call("AgentPools_Get", aks.node_pool, name=pool)
+        found = self._pool_named(aks, pool)
         props = _props(found)
         own = str((props.get("upgradeSettings") or {}).get("maxSurge") or "AKS's default (10%)")
         surge = progress["max_surge"] or own

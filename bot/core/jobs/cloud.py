@@ -18,6 +18,7 @@ EKS keeps its own intent rule (a `clientRequestToken` and `ListUpdates`): see `b
 from __future__ import annotations
 
 import abc
+import difflib
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
@@ -306,6 +307,11 @@ class OperationJob(CloudJob, abc.ABC):
     console = ""
     #: What a resumed job does before it calls (the dry run's first line).
     looks_first = ""
+    #: The cloud's word for a pool (`agent pool`, `node pool`), and its calls that read one and
+    #: list them (how they are named in a refusal).
+    pool_word = "node pool"
+    get_pool_call = ""
+    list_pools_call = ""
 
     @abc.abstractmethod
     def _api(self, what: str, fn: Callable[..., T], **kwargs: Any) -> T:
@@ -374,6 +380,29 @@ class OperationJob(CloudJob, abc.ABC):
 
     def _pool(self, progress: Progress) -> str:
         return str(progress.get("nodepool") or "")
+
+    def _pool_named(self, provider: Provider, name: str) -> Obj:
+        """The pool `name` as the cloud describes it. A pool the cloud does not know (a typo in the
+        plan, a pool removed since) is refused by name with the cluster's pools, the nearest first
+        for a typo, never as the cloud's raw NotFound."""
+
+        def read() -> Obj | None:
+            try:
+                return provider.node_pool(name)
+            except ProviderError as exc:
+                if exc.status == 404:
+                    return None
+                raise
+
+        found = self._api(self.get_pool_call, read)
+        if found is not None:
+            return found
+        pools = sorted(str(p.get("name", "")) for p in self._api(self.list_pools_call, provider.node_pools))
+        near = difflib.get_close_matches(name, pools, n=1, cutoff=0.6)
+        raise UserError(
+            f"nodepool: {self.pool_word} {clip(name, 63)} does not exist in {provider.name} "
+            f"(its pools: {few(pools, 8) or 'none'})" + (f"; did you mean {near[0]}?" if near else "")
+        )
 
     def _name(self, progress: Progress) -> str:
         return str(progress[self.cloud.lower()])

@@ -213,9 +213,11 @@ class GkeUpdateNodepoolJob(_GkeJob):
 
     kind = "gke-update-nodepool"
     call = UPDATE_POOL
+    get_pool_call = "GetNodePool"
+    list_pools_call = "ListNodePools"
 
     def _version_now(self, gke: Provider, progress: Progress) -> str:
-        return str(gke_call("GetNodePool", gke.node_pool, name=progress["nodepool"]).get("version", ""))
+        return str(self._pool_named(gke, progress["nodepool"]).get("version", ""))
 
     def _strategy(self, progress: Progress) -> PoolStrategy:
         if progress["strategy"] == "blue-green":
@@ -245,7 +247,7 @@ class GkeUpdateNodepoolJob(_GkeJob):
         soak = duration_arg(args, "soak", SOAK) if "soak" in args else None
         timeout = duration_arg(args, "timeout", NODEPOOL_TIMEOUT)
         gke = self.client(cluster)
-        found = gke_call("GetNodePool", gke.node_pool, name=pool)
+        found = self._pool_named(gke, pool)
         own = found.get("upgradeSettings") or {}
         own_strategy = "blue-green" if own.get("strategy") == "BLUE_GREEN" else "surge"
         own_soak = _seconds((own.get("blueGreenSettings") or {}).get("nodePoolSoakDuration"))
@@ -265,7 +267,7 @@ class GkeUpdateNodepoolJob(_GkeJob):
         pool = progress["nodepool"]
         nodes = self._nodes(cluster, pool)
         counts = group_counts(nodes, progress["target"])
-        found = gke_call("GetNodePool", gke.node_pool, name=pool)
+        found = self._pool_named(gke, pool)
         whose = "set by the plan" if progress.get("by_plan") else "the pool's own"
         lines = [
             f"would call {UPDATE_POOL} (PUT …/clusters/{progress['gke']}/nodePools/{pool}) with "
@@ -326,7 +328,7 @@ class GkeUpdateNodepoolJob(_GkeJob):
             return ended
         phase = ""
         if progress["strategy"] == "blue-green":
-            info = gke_call("GetNodePool", gke.node_pool, name=pool).get("updateInfo") or {}
+            info = self._pool_named(gke, pool).get("updateInfo") or {}
             phase = str((info.get("blueGreenInfo") or {}).get("phase") or "")
             if phase == "NODE_POOL_SOAKING" and not progress.get("soak_asked"):
                 return self._soak(cluster, new, counts, what, now=now)

@@ -11,12 +11,14 @@ from pathlib import Path
 import pytest
 
 from bot.adapters.kube import Cluster
+from bot.core.jobs import preview
 from bot.core.jobs.aks import AksUpgradeControlPlaneJob, AksUpgradeNodepoolJob
 from bot.core.jobs.base import Decision, Job
+from bot.core.jobs.registry import default_jobs
 from bot.core.jobs.trail import make_trail
 from bot.core.providers import ProviderAccess, ProviderUnavailable
 from bot.errors import UserError
-from bot.records import ClusterConfig
+from bot.records import ActionCall, ClusterConfig
 from bot.sim import SimCluster
 from tests.support.azure import aks_provider, aks_scenario, azure_calls
 from tests.support.budgets import hold_a_pod
@@ -332,3 +334,33 @@ def test_the_control_plane_gate_says_a_not_allowed_span_in_force_now_is_the_team
             "planned maintenance: not-allowed spans default 2099-06-01T00:00:00Z…2099-06-05T00:00:00Z "
             "(they hold AKS's own upgrades, not this one)"
         ) in lines
+
+
+def test_an_agent_pool_aks_does_not_know_is_said_with_the_clusters_pools_at_the_gate_and_the_step(
+    sim: SimCluster, kube: Cluster
+) -> None:
+    said = "nodepool: agent pool aps does not exist in shop-prod (its pools: apps, batch, system); did you mean apps?"
+    # The gate's dry run, before anyone approves: the action's own line says it, not ARM's NotFound.
+    jobs = default_jobs(LABELS, aks=access(sim))
+    call = ActionCall(name="aks-upgrade-nodepool", args={"nodepool": "aps", "version": "1.26.6"})
+    gate = preview.read(kube, [call], jobs, now=sim_now(sim)())
+    assert gate["actions"][0]["error"] == said
+    # The step: its job ends with the same reason (the service ends a job on a UserError).
+    job = AksUpgradeNodepoolJob(access(sim), LABELS)
+    with pytest.raises(UserError) as refused:
+        job.plan(kube, {"nodepool": "aps"}, now=sim_now(sim)())
+    assert refused.value.user_message == said
+    # Nothing near: the pools alone.
+    with pytest.raises(UserError) as far:
+        job.plan(kube, {"nodepool": "gpu"}, now=sim_now(sim)())
+    assert far.value.user_message == (
+        "nodepool: agent pool gpu does not exist in shop-prod (its pools: apps, batch, system)"
+    )
+    # A pool removed after the job planned: its tick says so too.
+    d = driver(job, kube, sim, {"nodepool": "apps", "version": "1.26.6"})
+    d.progress["nodepool"] = "aps"
+    d.tick()  # the call's intent
+    with pytest.raises(UserError) as gone:
+        d.tick()
+    assert gone.value.user_message == said
+    assert azure_calls(sim).get("AgentPools_CreateOrUpdate", 0) == 0

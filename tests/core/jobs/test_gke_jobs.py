@@ -11,13 +11,15 @@ from pathlib import Path
 import pytest
 
 from bot.adapters.kube import Cluster
+from bot.core.jobs import preview
 from bot.core.jobs.base import Decision, Job
 from bot.core.jobs.gke import GkeUpdateNodepoolJob, check_nodepool
+from bot.core.jobs.registry import default_jobs
 from bot.core.jobs.trail import make_trail
 from bot.core.providers import ProviderAccess
 from bot.core.rendering import inert_naming
 from bot.errors import UserError
-from bot.records import ClusterConfig
+from bot.records import ActionCall, ClusterConfig
 from bot.sim import SimCluster
 from tests.support.budgets import hold_a_pod
 from tests.support.gcp import gke_calls, gke_provider
@@ -247,3 +249,28 @@ def test_an_operation_gke_no_longer_keeps_is_judged_by_the_pool_itself(
     assert d.last is not None
     assert d.last.ok, d.last.detail
     assert f"GKE operation {operation}" in d.last.detail
+
+
+def test_a_node_pool_gke_does_not_know_is_said_with_the_clusters_pools_at_the_gate_and_the_step(
+    sim: SimCluster, kube: Cluster
+) -> None:
+    said = "nodepool: node pool btch does not exist in shop-prod (its pools: apps, batch, system); did you mean batch?"
+    access = ProviderAccess({"prod": gke_provider(sim)}, kind="gke")
+    now = datetime.fromtimestamp(sim.core.clock.now(), UTC)
+    # The gate's dry run, before anyone approves: the action's own line says it, not GKE's NOT_FOUND.
+    call = ActionCall(name="gke-update-nodepool", args={"nodepool": "btch", "version": TARGET})
+    gate = preview.read(kube, [call], default_jobs(LABELS, gke=access), now=now)
+    assert gate["actions"][0]["error"] == said
+    # The step: its job ends with the same reason (the service ends a job on a UserError).
+    job = GkeUpdateNodepoolJob(access, LABELS)
+    with pytest.raises(UserError) as refused:
+        job.plan(kube, {"nodepool": "btch"}, now=now)
+    assert refused.value.user_message == said
+    # A pool removed after the job planned: its tick says so too.
+    d = driver(job, kube, sim, {"nodepool": "batch"})
+    d.progress["nodepool"] = "btch"
+    d.tick()  # the call's intent
+    with pytest.raises(UserError) as gone:
+        d.tick()
+    assert gone.value.user_message == said
+    assert gke_calls(sim).get("UpdateNodePool", 0) == 0
