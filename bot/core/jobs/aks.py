@@ -49,7 +49,6 @@ from bot.core.jobs.cloud import (
 )
 from bot.core.jobs.common import JobCluster, duration_arg, few, iso, label_value
 from bot.core.jobs.waitgroup import group_counts
-from bot.core.kube.versions import parse_version
 from bot.core.providers import Operation, PoolStrategy, Provider, ProviderError
 from bot.errors import UserError, clip
 
@@ -69,6 +68,8 @@ PUT_CLUSTER = "ManagedClusters_CreateOrUpdate"
 PUT_POOL = "AgentPools_CreateOrUpdate"
 #: "usage has been detected on API X, and was recently seen at: …" in AKS's refusal.
 _USAGE = re.compile(r"usage has been detected on API (\S+?),")
+#: A Kubernetes version as AKS takes it (`kubernetesVersion`, `orchestratorVersion`): `1.26.6`.
+_AKS_VERSION = re.compile(r"^v?\d{1,3}\.\d{1,3}\.\d{1,3}$")
 #: `max_surge`: a count or a percentage, as AKS takes it.
 _SURGE = re.compile(r"^(?:[1-9][0-9]{0,2}|[1-9][0-9]?%|100%)$")
 #: ARM's provisioningState of a resource as an operation's status (else: its version says).
@@ -86,18 +87,19 @@ def _refused(exc: ProviderError) -> bool:
 
 
 def version_arg(args: Mapping[str, str], *, required: bool) -> str:
-    """`version`: a full Kubernetes version as AKS takes it (`1.26.6`; `v1.26.6` is read as it)."""
+    """`version`: a full Kubernetes version as AKS takes it (`1.26.6`; `v1.26.6` is read as it).
+    Anything else is refused, never trimmed to one: a `1.26.6-gke.100` is another cloud's build,
+    most likely a plan written for another cluster."""
     text = str(args.get("version", "")).strip()
     if not text:
         if required:
             raise UserError("version: required (the Kubernetes version AKS offers, like 1.26.6)")
         return ""
-    parsed = parse_version(text)
-    if parsed is None or len(parsed) < 3:
+    if not _AKS_VERSION.match(text):
         raise UserError(
-            f"version: {clip(text, 20)!r} is not a Kubernetes version like 1.26.6 (AKS takes the patch)"
+            f"version: {clip(text, 30)!r} is not a version AKS takes: major.minor.patch, like 1.26.6"
         )
-    return ".".join(str(p) for p in parsed[:3])
+    return text.removeprefix("v")
 
 
 def surge_arg(args: Mapping[str, str]) -> str:

@@ -364,3 +364,19 @@ def test_an_agent_pool_aks_does_not_know_is_said_with_the_clusters_pools_at_the_
         d.tick()
     assert gone.value.user_message == said
     assert azure_calls(sim).get("AgentPools_CreateOrUpdate", 0) == 0
+
+
+def test_an_aks_version_is_major_minor_patch_and_another_clouds_build_is_refused_not_trimmed() -> None:
+    from bot.core.jobs.aks import check_control_plane, check_nodepool, version_arg
+
+    assert version_arg({"version": "1.26.6"}, required=True) == "1.26.6"
+    assert version_arg({"version": "v1.26.6"}, required=True) == "1.26.6"
+    # It was read as 1.26.6: a GKE build in an AKS plan went through as another version.
+    for text in ("1.26.6-gke.100", "1.26.6+k3s1", "1.26"):
+        with pytest.raises(UserError) as refused:
+            check_control_plane({"version": text})
+        assert refused.value.user_message == (
+            f"version: {text!r} is not a version AKS takes: major.minor.patch, like 1.26.6"
+        )
+    with pytest.raises(UserError, match=r"^version: '1\.26\.6-gke\.100' is not a version AKS takes"):
+        check_nodepool({"nodepool": "apps", "version": "1.26.6-gke.100"})
