@@ -24,7 +24,10 @@ def test_the_aks_managed_plan_upgrades_the_control_plane_then_each_pool_through_
     )
     assert "U0PRIMARY answers job 1: Override for 1h…" in out
     assert "U0SHADOW answers job 1: Confirm the override" in out
-    assert re.search(r"override of AKS's deprecated-API block \(\S+\) until \S+Z, asked by @U0PRIMARY", out)
+    assert re.search(
+        r"override of AKS's deprecated-API block \(\S+\) until \d{4}-\d\d-\d\d \d\d:\d\d UTC, asked by @U0PRIMARY",
+        out,
+    )
     accepted = re.findall(r"↳ (control plane|agent pool \S+) \S+ → \S+: AKS accepted (\w+)", out)
     assert accepted == [
         ("control plane", "ManagedClusters_CreateOrUpdate"),

@@ -22,7 +22,7 @@ from typing import Any
 
 from bot.core.checks.clouds import Extra, cloud_extra, control_plane_not_ready, pools_not_ready
 from bot.core.checks.findings import RECOMMENDED, REQUIRED, Finding, FindingKind, declare
-from bot.core.providers import Provider, ProviderConfig
+from bot.core.providers import Provider, ProviderConfig, said_span, said_time
 
 Obj = dict[str, Any]
 SOURCE = "AKS API"
@@ -94,7 +94,7 @@ def check_override(cluster: Obj) -> list[Finding]:
     override = ((cluster.get("properties") or {}).get("upgradeSettings") or {}).get("overrideSettings") or {}
     if not override.get("forceUpgrade"):
         return []
-    until = str(override.get("until") or "no expiry")
+    until = said_time(str(override.get("until") or "")) or "no expiry"
     return [
         Finding(
             id="AKS003",
@@ -131,7 +131,10 @@ def run_aks_checks(aks: Provider, target: str, notes: list[str]) -> list[Finding
         notes.append(
             "AKS planned maintenance (bounds AKS's own upgrades, not this one): "
             + "; ".join(
-                [*policy.windows, *(f"not allowed {e.start}…{e.end} ({e.name})" for e in policy.exclusions)]
+                [
+                    *policy.windows,
+                    *(f"not allowed {said_span(e.start, e.end)} ({e.name})" for e in policy.exclusions),
+                ]
             )
         )
     notes.append(

@@ -26,7 +26,7 @@ from typing import Any
 from bot.core.checks.clouds import Extra, cloud_extra, control_plane_not_ready, pools_not_ready
 from bot.core.checks.findings import REQUIRED, Finding, FindingKind, declare
 from bot.core.checks.preflight import minor_of
-from bot.core.providers import MaintenanceExclusion, Provider, ProviderConfig
+from bot.core.providers import MaintenanceExclusion, Provider, ProviderConfig, said_span, said_time
 from bot.core.snapshots.projection import ClusterReader
 
 Obj = dict[str, Any]
@@ -89,17 +89,18 @@ def check_exclusions(
         scope = e.scope or "NO_UPGRADES"
         if scope != "NO_UPGRADES" and not (minor and scope in MINOR_SCOPES):
             continue
-        when = "is in force" if start <= now else f"begins at {e.start}"
+        when = "is in force" if start <= now else f"begins at {said_time(e.start)}"
+        ends = said_time(e.end)
         out.append(
             Finding(
                 id="GKE002",
                 severity=REQUIRED,
-                title=f"maintenance exclusion {e.name} would block the window (until {e.end})",
+                title=f"maintenance exclusion {e.name} would block the window (until {ends})",
                 objects=(f"maintenanceExclusions/{e.name}",),
-                why=f"the cluster's maintenance exclusion {e.name} ({scope}) {when} and ends at {e.end}: the team "
+                why=f"the cluster's maintenance exclusion {e.name} ({scope}) {when} and ends at {ends}: the team "
                 f"froze {'minor ' if scope != 'NO_UPGRADES' else ''}upgrades on this cluster until then; GKE lets a "
                 "manual upgrade through it, the bot does not",
-                fix=f"move the window after {e.end}, or end the exclusion early if the freeze no longer holds "
+                fix=f"move the window after {ends}, or end the exclusion early if the freeze no longer holds "
                 f"(gcloud container clusters update --remove-maintenance-exclusion {e.name})",
                 source=SOURCE,
             )
@@ -157,7 +158,10 @@ def run_gke_checks(gke: Provider, target: str, notes: list[str], *, now: datetim
             + "; ".join(
                 [
                     *policy.windows,
-                    *(f"exclusion {e.name} {e.start}…{e.end} ({e.scope})" for e in policy.exclusions),
+                    *(
+                        f"exclusion {e.name} {said_span(e.start, e.end)} ({e.scope})"
+                        for e in policy.exclusions
+                    ),
                 ]
             )
         )

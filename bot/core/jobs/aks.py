@@ -49,7 +49,7 @@ from bot.core.jobs.cloud import (
 )
 from bot.core.jobs.common import JobCluster, duration_arg, few, iso, label_value
 from bot.core.jobs.waitgroup import group_counts
-from bot.core.providers import Operation, PoolStrategy, Provider, ProviderError
+from bot.core.providers import Operation, PoolStrategy, Provider, ProviderError, said_span, said_time
 from bot.errors import UserError, clip
 
 Obj = dict[str, Any]
@@ -183,7 +183,11 @@ class AksUpgradeControlPlaneJob(_AksJob):
             return arm_call(PUT_CLUSTER, _raise, exc=exc)
 
     def _extra(self, progress: Progress) -> str:
-        return f" (overrideSettings forceUpgrade until {progress['until']})" if progress.get("force") else ""
+        return (
+            f" (overrideSettings forceUpgrade until {said_time(progress['until'])})"
+            if progress.get("force")
+            else ""
+        )
 
     def plan(self, cluster: JobCluster, args: Mapping[str, str], *, now: datetime) -> Progress:
         version = version_arg(args, required=True)
@@ -208,7 +212,7 @@ class AksUpgradeControlPlaneJob(_AksJob):
             f"would call {PUT_CLUSTER} (PUT managedClusters/{progress['aks']}) with kubernetesVersion={progress['target']}, "
             f"every agent pool kept on its version (control plane only: {pools or 'none'})"
             + (
-                f", upgradeSettings.overrideSettings forceUpgrade=true until {progress['until']} (chosen by two people)"
+                f", upgradeSettings.overrideSettings forceUpgrade=true until {said_time(progress['until'])} (chosen by two people)"
                 if progress.get("force")
                 else ""
             ),
@@ -221,7 +225,7 @@ class AksUpgradeControlPlaneJob(_AksJob):
         exclusions = arm_call("MaintenanceConfigurations_ListByManagedCluster", aks.maintenance).exclusions
         held = covering(exclusions, started_at(progress))
         lines += [
-            f":warning: planned maintenance: not-allowed span {e.name} ({e.start}…{e.end}) is in force now: the "
+            f":warning: planned maintenance: not-allowed span {e.name} ({said_span(e.start, e.end)}) is in force now: the "
             "team's freeze — AKS lets this manual upgrade through it"
             for e in held
         ]
@@ -229,7 +233,7 @@ class AksUpgradeControlPlaneJob(_AksJob):
         if later:
             lines.append(
                 "planned maintenance: not-allowed spans "
-                + few([f"{e.name} {e.start}…{e.end}" for e in later], 3)
+                + few([f"{e.name} {said_span(e.start, e.end)}" for e in later], 3)
                 + " (they hold AKS's own upgrades, not this one)"
             )
         return lines
@@ -298,7 +302,7 @@ class AksUpgradeControlPlaneJob(_AksJob):
         asked = progress["override_asked"]
         until = (now + _override_for(progress)).strftime("%Y-%m-%dT%H:%M:%SZ")
         text = (
-            f"{what}: override of AKS's deprecated-API block ({names}) until {until}, asked by {asked['by']} "
+            f"{what}: override of AKS's deprecated-API block ({names}) until {said_time(until)}, asked by {asked['by']} "
             f"({asked['reason']}) and confirmed by {decision.by} ({decision.reason or 'no reason given'})"
         )
         new = {

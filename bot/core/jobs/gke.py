@@ -53,7 +53,7 @@ from bot.core.jobs.cloud import (
 from bot.core.jobs.common import JobCluster, duration_arg, few, iso, label_value, unschedulable
 from bot.core.jobs.waitgroup import group_counts
 from bot.core.kube.objects import parse_iso
-from bot.core.providers import Operation, PoolStrategy, Provider, ProviderError
+from bot.core.providers import Operation, PoolStrategy, Provider, ProviderError, said_time
 from bot.errors import UserError, clip
 
 Obj = dict[str, Any]
@@ -150,7 +150,7 @@ class _GkeJob(OperationJob):
     def _exclusions(self, gke: Provider, now: datetime) -> list[str]:
         policy = gke_call("GetCluster", gke.maintenance)
         return [
-            f":warning: maintenance exclusion {e.name} ({e.scope}) is in force until {e.end}: the team's freeze — "
+            f":warning: maintenance exclusion {e.name} ({e.scope}) is in force until {said_time(e.end)}: the team's freeze — "
             "GKE lets a manual upgrade through it, the check's GKE002 does not"
             for e in covering(policy.exclusions, now)
         ]

@@ -27,7 +27,8 @@ def test_the_gke_checks_pass_an_offered_target_and_note_the_server_config_and_po
         "GKE cluster shop-prod: 1.29.8-gke.1031000 (RUNNING); get_server_config offers 1.30.5-gke.1014001, "
         "1.30.4-gke.1348000, 1.29.9-gke.1177000 (default 1.30.4-gke.1348000)"
     )
-    assert "exclusion holiday-freeze 2026-12-20T00:00:00Z…2027-01-04T00:00:00Z (NO_UPGRADES)" in notes[1]
+    # Times as the posts say them, the zone named: not GKE's raw ISO.
+    assert "exclusion holiday-freeze 2026-12-20 00:00 – 2027-01-04 00:00 UTC (NO_UPGRADES)" in notes[1]
     assert "deprecation insights are the Recommender API's" in notes[2]
 
 
@@ -40,9 +41,10 @@ def test_an_exclusion_in_force_in_the_window_is_required_naming_it_and_its_end(
     assert (finding.id, finding.severity) == ("GKE002", "required")
     assert (
         finding.title
-        == "maintenance exclusion holiday-freeze would block the window (until 2027-01-04T00:00:00Z)"
+        == "maintenance exclusion holiday-freeze would block the window (until 2027-01-04 00:00 UTC)"
     )
-    assert "is in force and ends at 2027-01-04T00:00:00Z" in finding.why
+    assert "is in force and ends at 2027-01-04 00:00 UTC" in finding.why
+    assert finding.fix.startswith("move the window after 2027-01-04 00:00 UTC, or end the exclusion early")
 
 
 def test_a_target_written_as_kubectl_prints_it_is_the_version_the_server_config_offers(
@@ -84,7 +86,7 @@ def test_exclusion_scopes_and_starts_decide_what_blocks() -> None:
     assert check_exclusions([later], "1.29.8-gke.1", "1.30.4-gke.2", now) == []
     soon = ex("NO_UPGRADES", start="2026-12-01T20:00:00Z", end="2026-12-03T00:00:00Z")
     (finding,) = check_exclusions([soon], "1.29.8-gke.1", "1.30.4-gke.2", now)
-    assert "begins at 2026-12-01T20:00:00Z" in finding.why
+    assert "begins at 2026-12-01 20:00 UTC" in finding.why
 
 
 def test_pools_beyond_the_kubelet_skew_or_not_running_are_named() -> None:

@@ -103,11 +103,12 @@ def test_the_api_block_is_a_choice_of_two_people_with_an_expiry_and_the_put_is_m
         )
     )
     until = (confirmed_at + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    assert d.progress["until"] == until
+    assert d.progress["until"] == until  # ARM's form, sent as it is
+    said = f"{confirmed_at + timedelta(hours=1):%Y-%m-%d %H:%M} UTC"  # people's, the zone named
     assert d.audit[-1] == (
         "override chosen",
         "control plane 1.25.11 → 1.26.6: override of AKS's deprecated-API block "
-        f"(horizontalpodautoscalers.autoscaling.v2beta2) until {until}, asked by U0PRIMARY (dashboard "
+        f"(horizontalpodautoscalers.autoscaling.v2beta2) until {said}, asked by U0PRIMARY (dashboard "
         "retired Monday) and confirmed by U0SHADOW (usage is the dashboard only)",
     )
     d.tick()  # the override call's intent
@@ -327,11 +328,11 @@ def test_the_control_plane_gate_says_a_not_allowed_span_in_force_now_is_the_team
         lines = job.dry_run(kube, driver(job, kube, sim, {"version": "1.26.6"}).progress)
         # It said "(they hold AKS's own upgrades, not this one)" of a span in force, as of one to come.
         assert (
-            ":warning: planned maintenance: not-allowed span default (2000-01-01T00:00:00Z…2099-01-01T00:00:00Z) "
+            ":warning: planned maintenance: not-allowed span default (2000-01-01 00:00 – 2099-01-01 00:00 UTC) "
             "is in force now: the team's freeze — AKS lets this manual upgrade through it"
         ) in lines
         assert (
-            "planned maintenance: not-allowed spans default 2099-06-01T00:00:00Z…2099-06-05T00:00:00Z "
+            "planned maintenance: not-allowed spans default 2099-06-01 00:00 – 2099-06-05 00:00 UTC "
             "(they hold AKS's own upgrades, not this one)"
         ) in lines
 

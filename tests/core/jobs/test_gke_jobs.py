@@ -274,3 +274,17 @@ def test_a_node_pool_gke_does_not_know_is_said_with_the_clusters_pools_at_the_ga
         d.tick()
     assert gone.value.user_message == said
     assert gke_calls(sim).get("UpdateNodePool", 0) == 0
+
+
+def test_the_gate_says_an_exclusion_in_force_and_its_end_as_the_posts_say_times(
+    sim: SimCluster, kube: Cluster
+) -> None:
+    job = GkeUpdateNodepoolJob(ProviderAccess({"prod": gke_provider(sim)}, kind="gke"), LABELS)
+    d = driver(job, kube, sim, {"nodepool": "batch"})
+    # The step began inside the scenario's holiday freeze (2026-12-20 … 2027-01-04).
+    d.progress["started"] = "2026-12-22T14:00:00Z"
+    # It said "until 2027-01-04T00:00:00Z", GKE's raw ISO.
+    assert job.dry_run(kube, d.progress)[-1] == (
+        ":warning: maintenance exclusion holiday-freeze (NO_UPGRADES) is in force until 2027-01-04 00:00 UTC: the "
+        "team's freeze — GKE lets a manual upgrade through it, the check's GKE002 does not"
+    )
