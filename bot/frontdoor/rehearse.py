@@ -18,7 +18,8 @@ REASON` (resume, then skip the step on record), `resume` (a fresh gate: the step
 approved) or `abort`. Without it, the rehearsal stops at such a step, as the run does.
 PLAN is a plan file or the name of a built-in plan (`bot.resources.BUILTIN_PLANS`), so an
 installed copy rehearses its examples from any directory. Exit status (`exit_status`): 0 when the
-run completed with every step done, 3 when it completed with failed steps skipped or paused, 1 when
+run completed with every step done, 3 when it completed with failed steps skipped, steps not all
+done or past a safeguard people chose (a cloud's refusal overridden, evidence waived), or paused, 1 when
 it was aborted or stopped at the end of input, 2 when the plan is invalid. The last line printed
 says why (`last_line`): "… completed with 4 failed steps skipped", with each step named before it.
 """

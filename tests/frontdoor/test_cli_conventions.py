@@ -146,6 +146,15 @@ def test_help_lists_the_exit_statuses(tmp_path: Path) -> None:
         assert shown.returncode == 0
         assert "exit status (the same for every command):" in shown.stdout, args
         assert "3  done, and found something: check (Required findings), diff (regressions)" in shown.stdout
+    # An AKS rehearsal whose block two people overrode exits 3 for it: the help says why.
+    shown = cli(tmp_path, "rehearse", "--help")
+    assert (
+        " ".join(shown.stdout.split()).count(
+            "rehearse (completed with failed steps skipped, steps not all done or past a safeguard people chose — "
+            "a cloud's refusal overridden, evidence waived —, or paused)"
+        )
+        == 1
+    )
 
 
 def test_an_unreachable_cluster_is_status_1_not_a_finding(tmp_path: Path) -> None:

@@ -35,7 +35,8 @@ exit status (the same for every command):
   2  usage or configuration error: a bad flag or argument, a missing or invalid configuration key,
      an invalid plan, rules or templates file
   3  done, and found something: check (Required findings), diff (regressions), rehearse (completed
-     with failed steps skipped or steps not all done, or paused)
+     with failed steps skipped, steps not all done or past a safeguard people chose — a cloud's
+     refusal overridden, evidence waived —, or paused)
   141  the output's reader went away before all of it was written (`| head`), as a shell says of
      a command a SIGPIPE ended; nothing more is printed
 """
