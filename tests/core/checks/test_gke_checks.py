@@ -100,3 +100,22 @@ def test_pools_beyond_the_kubelet_skew_or_not_running_are_named() -> None:
         "nodePools/old (1.26.5-gke.1, 4 minors behind 1.30.4-gke.1348000)",
         "nodePools/busy (RECONCILING)",
     )
+
+
+def test_the_gke_example_plans_checks_step_says_only_what_the_gke_checks_read(
+    sim_factory: Callable[..., SimCluster],
+) -> None:
+    from bot.core.runs.plans import parse_plan
+    from bot.resources import BUILTIN_PLANS
+
+    plan = parse_plan((BUILTIN_PLANS / "gke-managed.yaml").read_text(encoding="utf-8"))
+    said = " ".join(plan.step("checks").description.split())
+    # It said "its deprecation insights", which no GKE check reads (they are the Recommender API's).
+    assert "its deprecation insights" not in said
+    assert "GKE's deprecation insights are the Recommender API's, which the checks do not read" in said
+    sim = sim_factory("gke-nodepools", speed=0.0, seed=1)
+    notes: list[str] = []
+    gke_extra(gke_provider(sim), now=BEFORE)(None, TARGET, notes)  # type: ignore[arg-type]
+    assert "GKE's deprecation insights are the Recommender API's (not read here)" in notes[-1]
+    for finding in ("GKE001", "GKE002", "GKE003"):
+        assert finding in said
