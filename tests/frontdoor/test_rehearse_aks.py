@@ -16,7 +16,15 @@ def test_the_aks_managed_plan_upgrades_the_control_plane_then_each_pool_through_
     # The plan's own scenario, and the cluster's provider pointed at the sim's ARM surface.
     assert out.startswith("sim aks-nodepools at http://127.0.0.1:")
     assert re.search(r"^azure: http://127\.0\.0\.1:\d+/azure \(AKS cluster shop-prod\)$", out, re.MULTILINE)
-    # AKS refuses the minor upgrade over the HPA dashboard's autoscaling/v2beta2 calls; two people
+    # The checks step runs the AKS checks with the cluster's; it finds the HPA dashboard's
+    # autoscaling/v2beta2 calls (API001, Required), and the roster reviews and skips it.
+    assert "❌ *`checks` failed* in run R" in out
+    assert (
+        "pre-flight check for 1.26 FAILED: 1 Required — API001 (requests to "
+        "horizontalpodautoscalers.v2beta2.autoscaling)" in out
+    )
+    assert "↳ rehearsal: @U0PRIMARY reviewed why `checks` failed and skips it" in out
+    # AKS refuses the minor upgrade over the same calls; two people
     # override it, with an expiry; only then is the PUT accepted.
     assert (
         "AKS refused ManagedClusters_CreateOrUpdate (UpgradeBlockedOnDeprecatedAPIUsage): deprecated APIs "
@@ -52,7 +60,9 @@ def test_the_aks_managed_plan_upgrades_the_control_plane_then_each_pool_through_
             r"AKS operation \S+ Succeeded — (\d+)/\1 node\(s\) Ready on 1\.26\.6",
             out,
         )
-    assert out.rstrip().endswith("completed, 1 past a safeguard by people's choice")
+    assert out.rstrip().endswith(
+        "completed with 1 failed step skipped, 1 past a safeguard by people's choice"
+    )
     assert re.search(
         r"^past a safeguard by people's choice: job 1: override chosen: control plane 1\.25\.11 → 1\.26\.6: "
         r"override of AKS's deprecated-API block",
