@@ -51,6 +51,18 @@ from bot.errors import ClusterError, TemporaryError, UserError, clip
 Obj = dict[str, Any]
 T = TypeVar("T")
 
+
+def unless_gone(call: Callable[[], T]) -> T | None:
+    """`call()`, or None when the cloud answers 404: no such pool (a typo, a pool removed since),
+    or an operation it no longer keeps."""
+    try:
+        return call()
+    except ProviderError as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
 #: How often an operation is polled (a status read is cheap; a cloud's upgrade takes minutes).
 POLL_SECONDS = 10.0
 #: The progress key of an update call about to be sent (the intent rule).
@@ -386,15 +398,7 @@ class OperationJob(CloudJob, abc.ABC):
         plan, a pool removed since) is refused by name with the cluster's pools, the nearest first
         for a typo, never as the cloud's raw NotFound."""
 
-        def read() -> Obj | None:
-            try:
-                return provider.node_pool(name)
-            except ProviderError as exc:
-                if exc.status == 404:
-                    return None
-                raise
-
-        found = self._api(self.get_pool_call, read)
+        found = self._api(self.get_pool_call, lambda: unless_gone(lambda: provider.node_pool(name)))
         if found is not None:
             return found
         pools = sorted(str(p.get("name", "")) for p in self._api(self.list_pools_call, provider.node_pools))
@@ -451,18 +455,14 @@ class OperationJob(CloudJob, abc.ABC):
         when the cloud no longer keeps the operation (a bot paused for days: GKE and ARM keep a
         finished operation's record for a while only) — the resource then says how it ended."""
         if progress.get("operation"):
-
-            def read() -> Operation | None:
-                try:
-                    return provider.operation(
+            op = self._api(
+                self.status_call,
+                lambda: unless_gone(
+                    lambda: provider.operation(
                         operation_id=progress["operation"], node_pool=self._pool(progress)
                     )
-                except ProviderError as exc:
-                    if exc.status == 404:
-                        return None
-                    raise
-
-            op = self._api(self.status_call, read)
+                ),
+            )
             if op is not None:
                 return op
             return Operation(
