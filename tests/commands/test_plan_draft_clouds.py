@@ -222,7 +222,9 @@ def test_a_hop_the_cloud_offers_no_version_of_yet_is_a_placeholder_that_validate
     assert actions["control-plane-1-27"][0]["aks-upgrade-control-plane"]["version"] == hole
     assert actions["update-apps"][0]["aks-upgrade-nodepool"]["version"] == hole
     assert "AKS offers this cluster no version of 1.27 yet" in _header(plan)
-    with pytest.raises(PlanInvalid, match=r"version: '<1\.27\.x: set a vers…' is not a Kubernetes version"):
+    with pytest.raises(
+        PlanInvalid, match=r"version: '<1\.27\.x: set a version AKS of…' is not a version AKS takes"
+    ):
         _validate(plan)
 
 
@@ -252,7 +254,7 @@ def test_an_aks_provider_that_cannot_be_asked_leaves_placeholders_and_the_snapsh
         "apps",
         "batch",
     ]
-    with pytest.raises(PlanInvalid, match=r"is not a Kubernetes version like 1\.26\.6"):
+    with pytest.raises(PlanInvalid, match=r"is not a version AKS takes: major\.minor\.patch, like 1\.26\.6"):
         _validate(plan)
 
 
