@@ -69,13 +69,19 @@ def test_eks_managed_is_refused_for_an_aks_or_gke_cluster_before_it_is_read(
 # ---- the drafts of an AKS and a GKE cluster, from the sim's ARM and GKE surfaces ---------------------
 
 
-def _sim_services(
-    write_config: Callable[..., Path], kubeconfig: Path, provider: str, extra: str = ""
-) -> Services:
+def _drafted(
+    write_config: Callable[..., Path], kubeconfig: Path, provider: str, text: str
+) -> tuple[str, str]:
+    """`text` (a `plan draft`) run by a bot whose cluster `prod` is the sim with `provider`: the
+    reply's text and the attached plan."""
     config = write_config(
-        f"clusters:\n  prod: {{kubeconfig: {kubeconfig}, context: sim, provider: {provider}}}\n{extra}"
+        f"clusters:\n  prod: {{kubeconfig: {kubeconfig}, context: sim, provider: {provider}}}\n"
     )
-    return assemble(load_settings(config, {}), with_slack=False)
+    services = assemble(load_settings(config, {}), with_slack=False)
+    try:
+        return _draft(services, text)
+    finally:
+        services.close()
 
 
 def _aks_yaml(sim: SimCluster, endpoint: str = "") -> str:
@@ -118,12 +124,8 @@ def test_an_aks_cluster_is_drafted_through_arm_at_the_version_aks_offers_pool_by
     write_config: Callable[..., Path],
 ) -> None:
     sim = sim_factory("aks-nodepools", speed=0.0, seed=1)
-    services = _sim_services(write_config, sim_kubeconfig(sim), _aks_yaml(sim))
-    try:
-        # No --style: the default for an AKS cluster is AKS's own actions.
-        reply, plan = _draft(services, "plan draft --to 1.26")
-    finally:
-        services.close()
+    # No --style: the default for an AKS cluster is AKS's own actions.
+    reply, plan = _drafted(write_config, sim_kubeconfig(sim), _aks_yaml(sim), "plan draft --to 1.26")
     assert "(aks-managed style)" in reply
     assert "agent pools in this order: system, apps, batch" in reply
     ids = [str(s["id"]) for s in yaml.safe_load(plan)["steps"]]
@@ -167,11 +169,7 @@ def test_a_gke_cluster_is_drafted_through_gkes_api_at_a_valid_master_version_poo
     write_config: Callable[..., Path],
 ) -> None:
     sim = sim_factory("gke-nodepools", speed=0.0, seed=1)
-    services = _sim_services(write_config, sim_kubeconfig(sim), _gke_yaml(sim))
-    try:
-        reply, plan = _draft(services, "plan draft --to 1.30")
-    finally:
-        services.close()
+    reply, plan = _drafted(write_config, sim_kubeconfig(sim), _gke_yaml(sim), "plan draft --to 1.30")
     assert "(gke-managed style)" in reply
     assert "node pools in this order: system, apps, batch" in reply
     actions = _actions(plan)
@@ -210,11 +208,7 @@ def test_a_hop_the_cloud_offers_no_version_of_yet_is_a_placeholder_that_validate
     write_config: Callable[..., Path],
 ) -> None:
     sim = sim_factory("aks-nodepools", speed=0.0, seed=1)
-    services = _sim_services(write_config, sim_kubeconfig(sim), _aks_yaml(sim))
-    try:
-        _, plan = _draft(services, "plan draft --to 1.27")
-    finally:
-        services.close()
+    _, plan = _drafted(write_config, sim_kubeconfig(sim), _aks_yaml(sim), "plan draft --to 1.27")
     actions = _actions(plan)
     # 1.26 is offered; 1.27 is not yet (AKS's upgrade profile lists the next minor's patches only).
     assert actions["control-plane-1-26"][0]["aks-upgrade-control-plane"]["version"] == "1.26.10"
@@ -235,11 +229,9 @@ def test_an_aks_provider_that_cannot_be_asked_leaves_placeholders_and_the_snapsh
 ) -> None:
     sim = sim_factory("aks-nodepools", speed=0.0, seed=1)
     dead = f"http://127.0.0.1:{closed_port()}/azure"
-    services = _sim_services(write_config, sim_kubeconfig(sim), _aks_yaml(sim, dead))
-    try:
-        _, plan = _draft(services, "plan draft --to 1.26 --style aks-managed")
-    finally:
-        services.close()
+    _, plan = _drafted(
+        write_config, sim_kubeconfig(sim), _aks_yaml(sim, dead), "plan draft --to 1.26 --style aks-managed"
+    )
     header = _header(plan)
     assert "Not read: the AKS provider's agent pools and the versions it offers (" in header
     assert "the agent pools are the snapshot's node groups (system, apps, batch)" in header
