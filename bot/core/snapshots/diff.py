@@ -231,6 +231,12 @@ def _diff(
     return report
 
 
+#: An object's Warning events of one reason with more distinct messages than this are folded into
+#: one row (the latest message, the count of all): a pod that cannot be scheduled says "0/16 nodes
+#: are available: …" again with every change of the nodes, and one pod's retries would fill the table.
+MESSAGES_SHOWN = 3
+
+
 def _new_warnings(before: Mapping[str, Any], after: Mapping[str, Any]) -> Iterable[Finding]:
     """Warning events that are new, or that happened again (a higher count), since the earlier snapshot."""
 
@@ -238,18 +244,34 @@ def _new_warnings(before: Mapping[str, Any], after: Mapping[str, Any]) -> Iterab
         return (e["namespace"], e["kind"], e["name"], e["reason"], e["message"])
 
     seen = {key(e): int(e.get("count") or 1) for e in before.get("events") or []}
+    grouped: dict[tuple[str, str, str, str], list[tuple[Mapping[str, Any], int, int]]] = {}
     for e in after.get("events") or []:
         count = int(e.get("count") or 1)
-        if count > seen.get(key(e), 0):
-            times = f" (×{count})" if count > 1 else ""
+        earlier = seen.get(key(e), 0)
+        if count > earlier:
+            grouped.setdefault(key(e)[:4], []).append((e, count, earlier))
+    for (namespace, kind, name, reason), events in grouped.items():
+        subject = f"{kind} {namespace}/{name}" if namespace else f"{kind} {name}"
+        if len(events) > MESSAGES_SHOWN:
+            latest = max(events, key=lambda item: str(item[0].get("last") or ""))[0]
+            total = sum(count - earlier for _, count, earlier in events)
+            detail = f"{latest['message']} (the latest of {len(events)} different messages, ×{total} in all)"
             yield Finding(
                 kind=WARNING,
-                category=e["reason"] or "Warning",
-                subject=f"{e['kind']} {e['namespace']}/{e['name']}"
-                if e["namespace"]
-                else f"{e['kind']} {e['name']}",
-                namespace=e["namespace"],
-                detail=f"{e['message']}{times}",
+                category=reason or "Warning",
+                subject=subject,
+                namespace=namespace,
+                detail=detail,
+            )
+            continue
+        for e, count, earlier in events:
+            times = f" (×{count}, {count - earlier} new)" if earlier else f" (×{count})"
+            yield Finding(
+                kind=WARNING,
+                category=reason or "Warning",
+                subject=subject,
+                namespace=namespace,
+                detail=f"{e['message']}{times if count > 1 else ''}",
             )
 
 

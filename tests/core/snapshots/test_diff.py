@@ -179,11 +179,38 @@ def test_new_warning_events_are_listed_for_context_but_are_not_regressions() -> 
     after["events"][0]["count"] = 5  # the same event again since the first snapshot
     report = diff(snap(before, "pre"), snap(after, "post"))
     assert [(f.category, f.detail) for f in report.warnings] == [
-        ("BackOff", "Back-off pulling image (×5)"),
+        ("BackOff", "Back-off pulling image (×5, 3 new)"),
         ("FailedScheduling", "1 node(s) had volume node affinity conflict"),
     ]
     assert "## New Warning events" in report.to_markdown()
     assert json.loads(report.to_json())["warnings"][1]["category"] == "FailedScheduling"
+
+
+def test_one_objects_warnings_of_one_reason_in_many_messages_fold_into_the_latest() -> None:
+    """A pod that cannot be scheduled says "0/N nodes are available: …" anew whenever the nodes
+    change: nine messages of one FailedScheduling were nine rows of the diff's events. Past three
+    messages they are one row, the latest message with the count of all; three stay three rows."""
+    before = base_objects()
+    before["events"] = []
+    after = copy.deepcopy(before)
+    for i in range(9):
+        event = warning_event("ledger-1", "FailedScheduling", f"0/{14 + i} nodes are available", count=2)
+        event["metadata"]["name"] = f"ledger-1.{i}"
+        event["lastTimestamp"] = f"2026-11-22T04:5{i}:00Z"
+        after["events"].append(event)
+    for message in ("Error: ErrImagePull", "Failed to pull image", "Error: ImagePullBackOff"):
+        after["events"].append(warning_event("metrics-1", "Failed", message))
+    report = diff(snap(before, "pre"), snap(after, "post"))
+    assert [(f.category, f.subject, f.detail) for f in report.warnings] == [
+        ("Failed", "Pod logging/metrics-1", "Error: ErrImagePull"),
+        ("Failed", "Pod logging/metrics-1", "Failed to pull image"),
+        ("Failed", "Pod logging/metrics-1", "Error: ImagePullBackOff"),
+        (
+            "FailedScheduling",
+            "Pod logging/ledger-1",
+            "0/22 nodes are available (the latest of 9 different messages, ×18 in all)",
+        ),
+    ]
 
 
 def test_a_group_that_lost_two_nodes_and_gained_one_counts_one_fewer_and_names_each() -> None:
