@@ -362,14 +362,18 @@ def _nodes(
         subject = f"node group {group}"
         about = functools.partial(Finding, subject=subject)
         gone, new = sorted(set(b) - set(a)), sorted(set(a) - set(b))
+        (short_gone, short_new), domain = _hosts(gone, new)
         if gone and new:
             yield about(
                 kind=EXPECTED,
                 category="nodes replaced",
-                detail=f"{_count(len(gone), 'old node')} replaced by {len(new)} new ({_few(gone)} → {_few(new)})",
+                detail=f"{_count(len(gone), 'old node')} replaced by {len(new)} new "
+                f"({_few(short_gone)} → {_few(short_new)}{domain})",
             )
         elif new:
-            yield about(kind=EXPECTED, category="nodes added", detail=f"{len(new)} new: {_few(new)}")
+            yield about(
+                kind=EXPECTED, category="nodes added", detail=f"{len(new)} new: {_few(short_new)}{domain}"
+            )
         new_group, unheld, holding = (
             _replaced(group, b, by_group_b, by_group_a, replaces or {}, held())
             if b and not a and held is not None
@@ -392,8 +396,9 @@ def _nodes(
                 category="node missing",
                 detail=f"is gone; its replacement {new_group} does not hold {_few(unheld)}"
                 if new_group
-                else f"{what} ({len(b) - len(a)} fewer; gone: {_few(gone)}"
-                + (f"; new: {_few(new)})" if new else ")"),
+                else f"{what} ({len(b) - len(a)} fewer; gone: {_few(short_gone)}"
+                + (f"; new: {_few(short_new)}" if new else "")
+                + f"{domain})",
             )
         for key, label in _NODE_VERSIONS:
             # A node not yet registered reports no versions: it is not a version of its own.
@@ -416,6 +421,19 @@ def _nodes(
                 )
             elif old is not None and old["boot_id"] and node["boot_id"] and old["boot_id"] != node["boot_id"]:
                 yield about_node(kind=EXPECTED, category="node rebooted", detail="bootID changed")
+
+
+def _hosts(*lists: list[str]) -> tuple[list[list[str]], str]:
+    """Node names without the domain they all share, and a note naming it once: an EKS node is
+    `ip-10-0-0-12.ap-northeast-1.compute.internal`, and four such names cut at a message's length
+    left the last one unreadable ("ip-10-0-0-27.ap-northeast-1.c…"). Names with no shared domain
+    (GKE's, AKS's) stay whole and the note is empty."""
+    names = [name for names in lists for name in names]
+    domains = {name.partition(".")[2] for name in names}
+    if len(names) < 2 or len(domains) != 1 or not (domain := domains.pop()):
+        return list(lists), ""
+    cut = len(domain) + 1
+    return [[name[:-cut] for name in names] for names in lists], f"; each name ends .{domain}"
 
 
 def _few(names: list[str], limit: int = 3) -> str:

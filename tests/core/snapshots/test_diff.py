@@ -27,6 +27,31 @@ def test_a_clean_upgrade_has_only_expected_changes() -> None:
     assert "2 old nodes replaced by 2 new" in replaced.detail
 
 
+def test_eks_node_names_are_shown_without_the_domain_they_share() -> None:
+    """Four EKS names in one line were cut mid-name in Slack ("ip-10-0-0-27.ap-northeast-1.c…");
+    the domain they all share is said once. Names with different domains stay whole."""
+    domain = "ap-northeast-1.compute.internal"
+    before, after = base_objects(), base_objects()
+    before["nodes"] = [node(f"ip-10-0-0-{i}.{domain}", "istio") for i in (14, 15)]
+    after["nodes"] = [node(f"ip-10-0-0-{i}.{domain}", "istio") for i in (28, 29)]
+    after["nodes"].append(node(f"ip-10-0-0-30.{domain}", "logging"))
+    report = diff(snap(before, "pre"), snap(after, "post"))
+    details = {
+        f.subject: f.detail for f in report.expected if f.category in ("nodes replaced", "nodes added")
+    }
+    assert details["node group istio"] == (
+        f"2 old nodes replaced by 2 new (ip-10-0-0-14, ip-10-0-0-15 → ip-10-0-0-28, ip-10-0-0-29; "
+        f"each name ends .{domain})"
+    )
+    assert details["node group logging"] == f"1 new: ip-10-0-0-30.{domain}"
+    after["nodes"][1] = node("ip-10-0-0-29.us-east-1.compute.internal", "istio")
+    report = diff(snap(before, "pre"), snap(after, "post"))
+    [replaced] = [f for f in report.expected if f.category == "nodes replaced"]
+    assert replaced.detail.endswith(
+        "→ ip-10-0-0-28.ap-northeast-1.compute.internal, ip-10-0-0-29.us-east-1.compute.internal)"
+    )
+
+
 def test_the_injected_regressions_are_found_and_nothing_else() -> None:
     o = upgraded()
     # vault-injected pod at 2/3, kube-proxy in ImagePullBackOff, a node left cordoned, logging shrank.
