@@ -411,3 +411,13 @@ def test_people_of_a_roster_names_only_its_people_in_a_line_a_person_also_typed(
     )
     # Without a roster, every id-shaped word in the bot's own words is one.
     assert str(people(typed_and_bot)) == "waiting for <@USWEST2> to drain; reported failed by <@U0PRIMARY>"
+
+
+def test_the_snapshot_line_counts_one_thing_in_the_singular() -> None:
+    """ "1 Warning events in the last hour" read wrong; one of anything is singular."""
+    counts = {"nodes": 1, "pods": 40, "workloads": 9, "namespaces": 2, "warning_events": 1}
+    one = {**SUMMARY, "counts": counts}
+    text = Renderer([BUILTIN_TEMPLATES]).render("snapshot", {**SAMPLES["snapshot"], "summary": one}).text
+    assert "· 1 node ·" in text
+    assert "· 2 namespaces ·" in text
+    assert "· 1 Warning event in the last hour" in text
