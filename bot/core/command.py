@@ -106,6 +106,14 @@ class CommandParser(argparse.ArgumentParser):
     def format_usage(self) -> str:
         return f"usage: {synopsis(self)}\n"
 
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        """A positional of any number of words (`[OBJECTS …]`) is optional: argparse counts one with
+        no default among "the following arguments are required", so `/upgrade waive` alone named
+        `objects` as missing beside `finding`."""
+        if args and not str(args[0]).startswith("-") and kwargs.get("nargs") == "*":
+            kwargs.setdefault("default", [])
+        return super().add_argument(*args, **kwargs)
+
     def parse_known_args(  # type: ignore[override]
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
     ) -> tuple[argparse.Namespace, list[str]]:

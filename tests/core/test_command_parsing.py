@@ -64,3 +64,15 @@ def test_a_value_starting_with_a_dash_is_named_when_its_option_finds_none() -> N
     with pytest.raises(UsageError) as err:
         parser.parse_args(["--for"])  # nothing given: argparse's words alone
     assert err.value.user_message == "argument --for: expected one argument"
+
+
+def test_a_positional_of_any_number_of_words_is_not_named_as_required() -> None:
+    """`/upgrade waive` alone said "the following arguments are required: finding, objects", though
+    its usage shows `[OBJECTS …]`: only `finding` is missing."""
+    parser = CommandParser("waive")
+    parser.add_argument("finding")
+    parser.add_argument("objects", nargs="*")
+    with pytest.raises(UsageError) as err:
+        parser.parse_args([])
+    assert err.value.user_message == "the following arguments are required: finding"
+    assert parser.parse_args(["KI004"]).objects == []
