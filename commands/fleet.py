@@ -7,9 +7,12 @@ Each is audited against the fleet run; the fleet's roster decides who may use th
 
 from __future__ import annotations
 
+from markupsafe import Markup
+
 from bot.core.command import Args, CommandContext, CommandParser, Registry, Reply
 from bot.core.fleets.service import FleetService
 from bot.core.people import ANY_ROLE
+from bot.core.rendering import people
 from bot.errors import UsageError, UserError
 from commands import _runs
 
@@ -27,7 +30,13 @@ def _service(ctx: CommandContext) -> FleetService:
 
 def _said(ctx: CommandContext, fleet_id: str, message: str) -> Reply:
     status = _service(ctx).status(fleet_id)
-    return Reply(template="runs/message", context={"message": f"{message}\n{status}", "named": True})
+    return Reply(template="runs/message", context={"message": Markup(f"{people(message)}\n{status}")})
+
+
+def _status(ctx: CommandContext, fleet_id: str | None) -> Reply:
+    # Slack markup already (`render.status_text`): the people its reasons name as mentions, as on
+    # the fleet's card, and the soak's start a date token — not escaped again.
+    return Reply(template="runs/message", context={"message": _service(ctx).status(fleet_id)})
 
 
 def run(ctx: CommandContext, args: Args) -> Reply:
@@ -40,7 +49,7 @@ def run(ctx: CommandContext, args: Args) -> Reply:
 
     Example: `/upgrade fleet`
     """
-    return Reply(template="runs/message", context={"message": _service(ctx).status(None), "named": True})
+    return _status(ctx, None)
 
 
 def start(ctx: CommandContext, args: Args) -> Reply:
@@ -57,9 +66,7 @@ def status(ctx: CommandContext, args: Args) -> Reply:
 
     Example: `/upgrade fleet status`
     """
-    service = _service(ctx)
-    # The people its reasons name ("paused by U0SHADOW") as mentions, as on the fleet's card.
-    return Reply(template="runs/message", context={"message": service.status(args.id), "named": True})
+    return _status(ctx, args.id)
 
 
 def approve(ctx: CommandContext, args: Args) -> Reply:

@@ -13,7 +13,7 @@ from bot.router import CommandRequest
 from bot.settings import load_settings
 from bot.sim.cluster import SimCluster
 from tests.support.clock import FakeClock
-from tests.support.fleets import T0, fail, fleet_config
+from tests.support.fleets import T0, complete, fail, fleet_config
 
 
 @pytest.fixture
@@ -72,6 +72,24 @@ def test_the_status_names_the_people_in_a_reason_as_mentions(bot: Services) -> N
     assert ok, status
     assert "paused by <@U0PRIMARY>: lunch &lt;!channel&gt;" in status
     assert "by U0PRIMARY" not in status
+
+
+def test_the_status_says_when_the_soak_began_as_a_slack_date_not_escaped(bot: Services) -> None:
+    """`fleet status` said "since 05:00 UTC", a bare time each reader's Slack showed as it was."""
+    _say(bot, "fleet start twelve")
+    fleet = bot.fleets.load(bot.fleets.resolve_id(None))
+    complete(bot.runs, fleet.members[0].run_id)
+    bot.fleets.tick()
+    ok, status = _say(bot, "fleet status")
+    assert ok, status
+    since = f"(since <!date^{int(T0.timestamp())}^{{time}}|2026-12-01 05:00 UTC>)"
+    assert f"Soak 0s of 1h {since}" in status
+    # A verb's answer carries the status too, under its own words, the date still a date.
+    ok, said = _say(bot, "fleet pause --reason lunch <!channel>")
+    assert ok, said
+    assert said.startswith("Fleet `F")
+    assert since in said
+    assert "paused by <@U0PRIMARY>: lunch &lt;!channel&gt;" in said
 
 
 def test_someone_outside_the_fleets_roster_is_refused(bot: Services) -> None:

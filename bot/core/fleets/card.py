@@ -58,17 +58,13 @@ MILESTONES = {
 }
 
 
-def _shown(text: str) -> str:
-    """A row's reasons on the card: the bot's words, escaped, with the people they name by id
-    ("reported failed by U0SHADOW") as mentions, which Slack shows by name."""
-    return str(people(text))
-
-
 def _stage_text(title: str, rows: Sequence[render.Row]) -> str:
     """A stage's section: the rows that need people first, healthy ones collapsed when needed."""
     urgent = [r for r in rows if not r.healthy]
     healthy = [r for r in rows if r.healthy]
-    full = "\n".join([title, *(r.line(_shown) for r in urgent), *(r.line(_shown) for r in healthy)])
+    full = "\n".join(
+        [title, *(r.line(render.shown) for r in urgent), *(r.line(render.shown) for r in healthy)]
+    )
     if len(full) <= SECTION:
         return full
     collapsed = []
@@ -78,7 +74,7 @@ def _stage_text(title: str, rows: Sequence[render.Row]) -> str:
             collapsed.append(
                 f"{render.ICONS[state]} {len(names)} {state}: " + str(fit(", ".join(names), 400, more="…"))
             )
-    lines = [title, *(r.line(_shown) for r in urgent), *collapsed]
+    lines = [title, *(r.line(render.shown) for r in urgent), *collapsed]
     return str(fit("\n".join(lines), SECTION - SLACK))
 
 
@@ -120,7 +116,7 @@ def card(view: render.View, now: datetime) -> tuple[str, list[dict[str, Any]]]:
     fleet = view.fleet
     head = [render.headline(fleet, now)]
     if fleet.reason:
-        head.append(f":warning: {people(fleet.reason)}")
+        head.append(f":warning: {render.shown(fleet.reason)}")
     if nxt := M.over_budget_next(fleet):
         head.append(f":point_right: {nxt}")
     for extra in (render.soak_line(fleet, now), render.gate_line(fleet, now)):

@@ -1,6 +1,10 @@
 """What people read of a fleet run: the status text (`fleet status`, the terminal) and the rows of
 the fleet card (`bot.core.fleets.card`), from one view of the fleet and its child runs.
 
+Both are Slack markup: the people its reasons name by id ("rejected by U0PRIMARY") as mentions,
+which Slack shows by name (`shown`), and the soak's start as a Slack date token each reader sees
+in their own zone; the terminal renders them (`bot.frontdoor.termtext`: `@name`, a local time).
+
 A row is one cluster: its stage, state, versions (from its pinned plan), its child run's current
 step, and whether it is stalled (a running child with no progress for `stall_after`).
 """
@@ -12,8 +16,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
 
+from markupsafe import Markup
+
 from bot.core.durations import format_duration
+from bot.core.evidence.view import at_time
 from bot.core.fleets import machine as M
+from bot.core.rendering import people
 from bot.errors import clip
 from bot.records import RunRow
 
@@ -75,6 +83,12 @@ class Row:
         if self.reason:
             parts.append(shown(self.reason))
         return " · ".join(parts)
+
+
+def shown(text: str) -> str:
+    """A row's or the fleet's reason as people read it: the bot's words, escaped, with the people
+    they name by id ("reported failed by U0SHADOW") as mentions, which Slack shows by name."""
+    return str(people(text))
 
 
 class View(Protocol):
@@ -145,7 +159,7 @@ def soak_line(fleet: M.Fleet, now: datetime) -> str:
     elapsed = min(now - fleet.soak_started_at, stage.soak)
     return (
         f":stopwatch: Soak {format_duration(elapsed)} of {format_duration(stage.soak)} "
-        f"(since {fleet.soak_started_at:%H:%M} UTC) · evidence: {evidence}, passing"
+        f"(since {at_time(fleet.soak_started_at, 'UTC')}) · evidence: {evidence}, passing"
     )
 
 
@@ -158,12 +172,13 @@ def gate_line(fleet: M.Fleet, now: datetime) -> str:
     return f":raised_hand: The {which} gate of `{fleet.current.stage.name}` waits for {' and '.join(missing)} (`fleet approve`)"
 
 
-def status_text(view: View, now: datetime) -> str:
-    """The whole status, for `fleet status` and the terminal: every row, grouped by stage."""
+def status_text(view: View, now: datetime) -> Markup:
+    """The whole status, for `fleet status` and the terminal: every row, grouped by stage (Slack
+    markup, as the card's: see the module's docstring)."""
     fleet = view.fleet
     lines = [headline(fleet, now)]
     if fleet.reason:
-        lines.append(f":warning: {fleet.reason}")
+        lines.append(f":warning: {shown(fleet.reason)}")
     if nxt := M.over_budget_next(fleet):
         lines.append(f":point_right: {nxt}")
     for extra in (soak_line(fleet, now), gate_line(fleet, now)):
@@ -176,5 +191,5 @@ def status_text(view: View, now: datetime) -> str:
         if s.soak:
             marks.append(f"soak {format_duration(s.soak)}")
         lines.append(f"*{i + 1}. {s.name}* ({', '.join(marks)})")
-        lines += [f"  {r.line()}" for r in all_rows if r.stage == s.name]
-    return "\n".join(lines)
+        lines += [f"  {r.line(shown)}" for r in all_rows if r.stage == s.name]
+    return Markup("\n".join(lines))

@@ -25,6 +25,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from markupsafe import Markup
+
 from bot.adapters.store import Store
 from bot.core.audit import audit_entry
 from bot.core.fleets import machine as M
@@ -265,7 +267,9 @@ class FleetService:
             fleet=fleet, children=children, versions=versions, steps=steps, offer=self.carry_offer(fleet)
         )
 
-    def status(self, fleet_id: str | None) -> str:
+    def status(self, fleet_id: str | None) -> Markup:
+        """The fleet's status as Slack markup (`render.status_text`): posted as it is, never
+        escaped again; the terminal renders it."""
         return render.status_text(self.view(fleet_id), self.clock())
 
     def timeline(self, fleet_id: str) -> fleet_timeline.Timeline:

@@ -8,6 +8,7 @@ import dataclasses
 import json
 import re
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ import pytest
 
 from bot.core.fleets import machine as M
 from bot.core.fleets.card import card
+from bot.core.fleets.render import status_text
 from bot.core.runs.service import Actor
 from bot.frontdoor.assemble import Services, assemble
 from bot.settings import load_settings
@@ -168,3 +170,18 @@ def test_the_card_offers_the_buttons_of_what_people_can_do_now_each_valid_block_
     # A forged value never reaches the fleet.
     for forged in ("F1|x|after", "F1|0|after|", "F1|0|approve", "F1|²|after", "x" * 3000):
         assert M.FleetButton.decode(forged, "approve") is None
+
+
+def test_the_soak_says_since_when_as_a_slack_date_each_reader_sees_in_their_own_zone() -> None:
+    # "since 05:00 UTC" read as a bare time in every reader's Slack, where the gate cards' times
+    # are Slack dates: the card and `fleet status` now say it as the gate cards do.
+    view = big_fleet_view(12, failed=0)
+    soaking = dataclasses.replace(
+        view.fleet, stage=0, phase=M.SOAKING, soak_started_at=T0, state=M.ACTIVE, reason=""
+    )
+    view = dataclasses.replace(view, fleet=soaking)
+    token = f"(since <!date^{int(T0.timestamp())}^{{time}}|2026-12-01 05:00 UTC>)"
+    text, blocks = card(view, T0 + timedelta(minutes=20))
+    message_blocks({"blocks": blocks, "text": text})
+    assert f":stopwatch: Soak 20m of 1h {token} · evidence: alerts, passing" in text_of(blocks)
+    assert f"Soak 20m of 1h {token}" in status_text(view, T0 + timedelta(minutes=20))
