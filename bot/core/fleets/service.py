@@ -284,9 +284,12 @@ class FleetService:
                 continue  # committed, never created: the lane says so already (still running)
             if run.state is RunState.COMPLETED:
                 endings[run_id] = ending(run)
+        # Who skipped a step, and whom a child's failure or skip names ("rejected by U0PRIMARY").
+        said = [f"{s.by} {s.failure}" for end in endings.values() for s in end.skipped]
+        said += [e.detail for e in audit if e.kind == "fleet" and e.subcommand.startswith("cluster_")]
         people = display_names(
             self.store,
-            [u for end in endings.values() for s in end.skipped for u in ids_in(f"{s.by} {s.failure}")],
+            [u for text in said for u in ids_in(text)],
             now=self.clock(),
             directory=self.directory,
         )

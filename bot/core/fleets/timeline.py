@@ -6,8 +6,10 @@ fleet paused), so a report of a fleet that ended long ago, or of a rehearsal's s
 same picture. How a child that completed ended is its run's own `ending` (what its card and
 report say: "completed with 1 failed step skipped", which, and who skipped it), given by the
 caller (`FleetService.timeline`): such a child is amber and says so, never a plain green
-success. `to_html` is a standalone page (inline SVG, no script, no external file), as the run
-report's HTML is.
+success. A child that failed or was skipped says why on its lane, after its bar, and in a list
+under the picture (in its audit row's words, people by name): read without hovering, as a
+printed or pasted report is. `to_html` is a standalone page (inline SVG, no script, no external
+file), as the run report's HTML is.
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ class Lane:
     stage: str
     #: (start, end, outcome, run id) of each child the cluster had (a retry adds one).
     bars: list[tuple[datetime, datetime | None, str, str]] = field(default_factory=list)
+    #: Why its last child ended as it did (its audit row's words, people by name): a failure's or
+    #: a skip's reason, said on the lane and listed under the picture.
     note: str = ""
     #: Run id → how that child's run ended, in words, for each of its `LOOSE` bars: its
     #: `Ending.honest` ("completed with 1 failed step skipped"), then each step it went past.
@@ -109,7 +113,7 @@ def build(
                 lane.bars[-1] = (begun, e.at, outcome, run)
             elif outcome == "skipped":
                 lane.bars.append((e.at, e.at, outcome, ""))
-            lane.note = e.detail
+            lane.note = name_ids(e.detail, people or {})
     for lane in lanes.values():
         _loose(lane, endings or {}, people or {})
     start = entries[0].at if entries else now
@@ -212,6 +216,9 @@ def to_svg(tl: Timeline) -> str:
             )
             if honest:
                 out.append(_said(honest, x0, x1, y))
+        if why := _why(lane):
+            _, ended, outcome, _ = lane.bars[-1]
+            out.append(_said(clip(why, WHY_CHARS), x(lane.bars[-1][0]), x(ended or tl.end), y, kind=outcome))
     for at, why in tl.pauses:
         px = x(at)
         out.append(
@@ -222,20 +229,37 @@ def to_svg(tl: Timeline) -> str:
     return "\n".join(out)
 
 
-def _said(honest: str, x0: float, x1: float, y: int) -> str:
-    """A loose bar's words on its lane: after the bar, before it where the picture ends, or on it
-    (dark on its amber) when it spans the picture."""
+def _why(lane: Lane) -> str:
+    """Why the lane's last child failed or was skipped ("" when it did neither, or nothing says)."""
+    return lane.note if lane.bars and lane.bars[-1][2] in ("failed", "skipped") and lane.note else ""
+
+
+#: The most of a failure's reason said on its lane (the list under the picture has it whole).
+WHY_CHARS = 110
+#: The words beside a bar, by how its child ended: their class and their colour beside the bar
+#: (and on it, where they span the picture).
+_WORDS = {
+    LOOSE: ("ending", "#8d6e00", "#3e2a00"),
+    "failed": ("reason failed", "#b71c1c", "#ffffff"),
+    "skipped": ("reason skipped", "#616161", "#212121"),
+}
+
+
+def _said(words: str, x0: float, x1: float, y: int, *, kind: str = LOOSE) -> str:
+    """A bar's words on its lane (how a loose child ended, why one failed or was skipped): after
+    the bar, before it where the picture ends, or on it when it spans the picture."""
     # The lane is the cluster's own: nothing else is drawn on it beside its bars.
-    wide = len(honest) * CHAR
+    css, beside, on = _WORDS[kind]
+    wide = len(words) * CHAR
     if x1 + 6 + wide <= WIDTH:
-        at, anchor, colour = x1 + 6, "start", "#8d6e00"
+        at, anchor, colour = x1 + 6, "start", beside
     elif x0 - 6 - wide >= LABEL:
-        at, anchor, colour = x0 - 6, "end", "#8d6e00"
+        at, anchor, colour = x0 - 6, "end", beside
     else:
-        at, anchor, colour = x0 + 4, "start", "#3e2a00"
+        at, anchor, colour = x0 + 4, "start", on
     return (
-        f'<text class="ending" x="{at:.1f}" y="{y + 16}" text-anchor="{anchor}" fill="{colour}">'
-        f"{escape(honest)}</text>"
+        f'<text class="{css}" x="{at:.1f}" y="{y + 16}" text-anchor="{anchor}" fill="{colour}">'
+        f"{escape(words)}</text>"
     )
 
 
@@ -249,6 +273,12 @@ def to_html(tl: Timeline, *, title: str = "") -> str:
         f'<span><i style="background:{c}"></i>{escape(LEGEND.get(k, k))}</span>' for k, c in COLOURS.items()
     )
     pauses = "".join(f"<li>{at:%Y-%m-%d %H:%M} UTC — paused: {escape(why)}</li>" for at, why in tl.pauses)
+    whys = "".join(
+        f"<li><b>{escape(lane.cluster)}</b>{f' (run {escape(lane.bars[-1][3])})' if lane.bars[-1][3] else ''}: "
+        f"{escape(lane.bars[-1][2])}: {escape(_why(lane))}</li>"
+        for lane in tl.lanes
+        if _why(lane)
+    )
     ends = "".join(
         f"<li><b>{escape(lane.cluster)}</b> (run {escape(run)}): {escape(honest[:1].upper() + honest[1:])}"
         f"<ul>{''.join(f'<li>{escape(step)}</li>' for step in steps)}</ul></li>"
@@ -269,6 +299,7 @@ body {{ font-family: sans-serif; margin: 24px; color: #222; }}
 <p class="legend">{legend}<span><i style="background:#fff3c4"></i>soak</span></p>
 {to_svg(tl)}
 {f"<ul>{pauses}</ul>" if pauses else ""}
+{f'<h2>Failed or skipped</h2><ul class="whys">{whys}</ul>' if whys else ""}
 {f'<h2>Completed with loose ends</h2><ul class="ends">{ends}</ul>' if ends else ""}
 </body></html>
 """

@@ -17,7 +17,7 @@ from bot.settings import load_settings
 from bot.sim.cluster import SimCluster
 from tests.support.browser import chromium, console_errors
 from tests.support.clock import FakeClock
-from tests.support.fleets import T0, complete, fail, fleet_config, go_past_failed_step
+from tests.support.fleets import T0, complete, fail_step, fleet_config, go_past_failed_step
 
 __all__ = ["chromium"]
 
@@ -28,9 +28,9 @@ PRIMARY, SHADOW = Actor(user_id="U0PRIMARY", source="terminal"), Actor(user_id="
 def played(
     write_config: Callable[..., Path], tmp_path: Path, sim_small: SimCluster
 ) -> Iterator[tuple[Services, str]]:
-    """Twelve clusters: the canary, its hour of soak and gate; four labs (one fails, within the
-    budget; one completes only because its people skipped its failed step); the devs half at a
-    time, each completing a quarter of an hour apart."""
+    """Twelve clusters: the canary, its hour of soak and gate; four labs (one fails, its drain
+    reported failed by the shadow, within the budget; one completes only because its people
+    skipped its failed step); the devs half at a time, each completing a quarter of an hour apart."""
     clock = FakeClock(T0)
     bot = assemble(
         load_settings(write_config(fleet_config(tmp_path, sim=sim_small)), env={}),
@@ -51,7 +51,7 @@ def played(
     bot.fleets.approve(fleet.id, PRIMARY)
     for i, lab in enumerate(("lab-1", "lab-2", "lab-3", "lab-4")):
         clock.advance(timedelta(minutes=10))
-        (fail if i == 1 else go_past_failed_step if i == 2 else complete)(bot.runs, members()[lab])
+        (fail_step if i == 1 else go_past_failed_step if i == 2 else complete)(bot.runs, members()[lab])
         bot.fleets.tick()
     for _ in range(8):
         clock.advance(timedelta(minutes=15))
@@ -95,6 +95,11 @@ def test_the_timeline_has_a_lane_per_cluster_in_stage_order_with_the_stages_and_
             ),
         )
     }
+    # lab-2 failed: why is on its lane, people by name (the audit row keeps the id).
+    lab2 = next(lane for lane in tl.lanes if lane.cluster == "lab-2")
+    assert (
+        lab2.note == f"drain failed in run {lab2.bars[0][3]}: reported failed by @bo: the PDB blocks eviction"
+    )
     assert all(outcomes[f"dev-{i}"] == ["succeeded"] for i in range(1, 8))
     # The canary's lane ends before the lab stage starts: the bars are the children's real times.
     assert tl.lanes[0].bars[0][1] is not None
@@ -109,6 +114,10 @@ def test_the_timeline_page_draws_every_lane_in_chromium(
     page = tmp_path / "fleet.html"
     page.write_text(timeline.to_html(tl, title="Fleet twelve"), encoding="utf-8")
     chromium.get(page.as_uri())
+
+    def run_of(cluster: str) -> str:
+        return next(lane.bars[0][3] for lane in tl.lanes if lane.cluster == cluster)
+
     lanes = [e.text for e in chromium.find_elements("css selector", "svg text.lane")]
     assert lanes[:2] == ["ci", "lab-1"]
     assert len(lanes) == 12
@@ -131,6 +140,21 @@ def test_the_timeline_page_draws_every_lane_in_chromium(
     assert "Completed with 1 failed step skipped" in said
     assert "drain (Drain the old nodes) failed" in said
     assert "skipped by @ann: drained by hand" in said
+    # lab-2's failure says why where it can be read without hovering: on its lane, after its
+    # bar and inside the picture, and in a list under it, with its run.
+    (why,) = chromium.find_elements("css selector", "svg text.reason.failed")
+    assert (
+        why.text == f"drain failed in run {run_of('lab-2')}: reported failed by @bo: the PDB blocks eviction"
+    )
+    svg = chromium.find_element("css selector", "svg")
+    box = chromium.execute_script("const b = arguments[0].getBBox(); return [b.x, b.width];", why)
+    assert box[0] > bars[2].location["x"] - svg.location["x"]  # after lab-2's bar
+    assert box[0] + box[1] <= svg.size["width"]  # and inside the picture
+    (listed,) = [e.text for e in chromium.find_elements("css selector", "ul.whys > li")]
+    assert listed == (
+        f"lab-2 (run {run_of('lab-2')}): failed: drain failed in run {run_of('lab-2')}: reported failed by @bo: "
+        "the PDB blocks eviction"
+    )
     assert all(b.size["width"] >= 3 for b in bars)
     assert len(chromium.find_elements("css selector", "svg rect.soak")) == 1
     assert console_errors(chromium) == []
