@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from bot.core.command import CommandContext
+from bot.core.kube.owners import REASON_PLACEHOLDER
 from bot.core.people import roles_of
 from bot.core.runs import machine as R
 from bot.core.runs.machine import require_member
@@ -29,9 +30,20 @@ def actor(ctx: CommandContext) -> Actor:
     )
 
 
+#: What a command the bot offers to copy has where the reason goes (`owners.action`), and the
+#: three dots a plain terminal shows it as: never a reason of anyone's.
+_PLACEHOLDERS = (REASON_PLACEHOLDER, "...")
+
+
 def reason(words: list[str] | None, *, required: bool) -> str:
-    """The `--reason …` words as one string; a UserError when it is required and missing."""
+    """The `--reason …` words as one string; a UserError when it is required and missing, or is
+    still the placeholder of a command the bot offered to copy (`--reason "…"`)."""
     text = " ".join(words or []).strip()
+    if text in _PLACEHOLDERS:
+        raise UsageError(
+            f"replace the `{text}` after `--reason` with why (it goes on the card and into the audit log), "
+            'e.g. `--reason "the fix is merged"`'
+        )
     if required and not text:
         raise UsageError("say why with `--reason …`; it goes on the card and into the audit log")
     return text

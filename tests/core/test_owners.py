@@ -49,8 +49,8 @@ def test_a_pod_of_a_flux_applied_deployment_is_owned_by_its_kustomization() -> N
     )
     # Each command its own code span, whole as typed; the words between them outside.
     assert owner.path == (
-        "`/upgrade action flux-suspend object=kustomization/flux-system/apps` first, then "
-        "`/upgrade action flux-resume object=kustomization/flux-system/apps` once the fix is in Git"
+        '`/upgrade action flux-suspend object=kustomization/flux-system/apps --reason "…"` first, then '
+        '`/upgrade action flux-resume object=kustomization/flux-system/apps --reason "…"` once the fix is in Git'
     )
 
 

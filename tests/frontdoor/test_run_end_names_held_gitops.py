@@ -37,7 +37,7 @@ RESUME = """\
 """
 HELD = (
     "[!] Still held by this run - its GitOps owners do not reconcile until they are resumed: "
-    "`/upgrade action flux-resume object=kustomization/flux-system/apps`"
+    '`/upgrade action flux-resume object=kustomization/flux-system/apps --cluster prod --reason "..."`'
 )
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -110,13 +110,20 @@ def complete(bot: Bot, *, run_id: str, runner: JobDuty, sim: SimCluster, state: 
 
 @contextmanager
 def fix_bot(
-    write_config: Callable[..., Path], slack_stub: SlackStub, sim: SimCluster, tmp_path: Path
+    write_config: Callable[..., Path],
+    slack_stub: SlackStub,
+    sim: SimCluster,
+    tmp_path: Path,
+    *,
+    more_clusters: Sequence[str] = (),
 ) -> Iterator[tuple[Bot, Path]]:
-    """The bot with `prod` = the sim, the roster's primary and shadow known to the stub."""
+    """The bot with `prod` = the sim, the roster's primary and shadow known to the stub;
+    `more_clusters` are configured too, each the same sim (a command must then name one)."""
     kubeconfig = sim.write_kubeconfig(tmp_path / "kubeconfig")
-    cfg = write_config(
-        f"channels: {{operations: {OPS}}}\nclusters:\n  prod: {{kubeconfig: {kubeconfig}, context: sim}}\n"
+    clusters = "".join(
+        f"  {name}: {{kubeconfig: {kubeconfig}, context: sim}}\n" for name in ("prod", *more_clusters)
     )
+    cfg = write_config(f"channels: {{operations: {OPS}}}\nclusters:\n{clusters}")
     for user in (PRIMARY, SHADOW, STRANGER):
         slack_stub.users[user] = {"id": user}
     clock = lambda: datetime.fromtimestamp(sim.core.clock.now(), UTC)  # noqa: E731

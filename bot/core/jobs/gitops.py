@@ -282,9 +282,10 @@ _RESOURCES = {
 }
 
 
-def owners(cluster: JobCluster, paths: Sequence[str]) -> list[dict[str, str]]:
+def owners(cluster: JobCluster, paths: Sequence[str], *, name: str = "") -> list[dict[str, str]]:
     """The owners of the objects at `paths` (workloads a fix will change), one entry per owner
-    found, for the gate (`Owner.as_dict`); an object that cannot be read has no entry."""
+    found, for the gate (`Owner.as_dict`); an object that cannot be read has no entry. `name`:
+    the cluster's, which the owner's way's commands name (`--cluster`)."""
 
     def get(api_version: str, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
         resource = _RESOURCES.get(kind)
@@ -305,16 +306,16 @@ def owners(cluster: JobCluster, paths: Sequence[str]) -> list[dict[str, str]]:
             continue
         owner: Owner | None = find_owner(obj, get)
         if owner is not None:
-            found.append(_as_it_stands(cluster, owner))
+            found.append(_as_it_stands(cluster, owner, name))
     return found
 
 
-def _as_it_stands(cluster: JobCluster, owner: Owner) -> dict[str, str]:
+def _as_it_stands(cluster: JobCluster, owner: Owner, name: str = "") -> dict[str, str]:
     """The owner's gate lines, from the owner object as it is now, not from the workload's marks
     alone (they once said "will revert this change" of a Kustomization suspended, or gone): a GitOps
     owner suspended, without automated sync, or not there is said so; one that cannot be read keeps
     what its marks say, with why it could not be read."""
-    shown = owner.as_dict()
+    shown = owner.as_dict(name)
     if not owner.gitops or (owner.kind != ARGOCD and not owner.namespace):
         return shown
     if owner.kind == ARGOCD:
@@ -343,7 +344,9 @@ def _as_it_stands(cluster: JobCluster, owner: Owner) -> dict[str, str]:
             f"{owner.title} is suspended: it will not revert this change until it is resumed, and will "
             "then unless the fix is in Git"
         )
-        shown["path"] = f"put the fix in Git, then {action(f'flux-resume object={kind}/{owner.ref}')}"
+        shown["path"] = (
+            f"put the fix in Git, then {action(f'flux-resume object={kind}/{owner.ref}', cluster=name)}"
+        )
     elif owner.kind == ARGOCD and not (spec.get("syncPolicy") or {}).get("automated"):
         paused = PAUSED in ((obj.get("metadata") or {}).get("annotations") or {})
         shown["consequence"] = (

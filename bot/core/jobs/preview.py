@@ -130,11 +130,13 @@ def read(
     *,
     now: datetime,
     resumed: Mapping[str, Mapping[str, Any]] | None = None,
+    cluster_name: str = "",
 ) -> dict[str, Any]:
     """The dry run of `calls` (see the module docstring). Cluster errors propagate: the caller
     turns them into the one line the gate shows. `resumed`: kind → the stored progress of the
     step's interrupted job, which the approval continues (an EKS job then says it follows the
-    update it started, instead of what a new job would call)."""
+    update it started, instead of what a new job would call). `cluster_name`: the run's cluster,
+    which the commands it offers name (the owner's way)."""
     actions: list[dict[str, Any]] = []
     for call in calls:
         job = jobs.get(call.name)
@@ -147,7 +149,7 @@ def read(
             # Who owns what the fix changes, and what will happen to the change (issue 40 item 7):
             # a GitOps controller puts the old image back, so the gate names its path instead —
             # said even when the fix itself is refused (an EKS add-on, a version outside the table).
-            found = gitops.owners(cluster, _workload_paths(args))
+            found = gitops.owners(cluster, _workload_paths(args), name=cluster_name)
             if found:
                 entry["owners"] = found[:WORKLOADS]
         try:
@@ -170,7 +172,9 @@ def read(
             # Who owns what it restarts: named, though a restart only stamps the pod template's
             # restartedAt annotation, which no owner keeps (so none reverts it).
             owned = gitops.owners(
-                cluster, [workload_path(w["kind"], w["namespace"], w["name"]) for w in workloads[:WORKLOADS]]
+                cluster,
+                [workload_path(w["kind"], w["namespace"], w["name"]) for w in workloads[:WORKLOADS]],
+                name=cluster_name,
             )
             if owned:
                 entry["owners"] = [{k: o[k] for k in ("kind", "target", "title")} for o in owned]

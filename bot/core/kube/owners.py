@@ -90,25 +90,33 @@ class Owner:
 
     @property
     def path(self) -> str:
+        """The owner's path on a cluster not named (`path_on`)."""
+        return self.path_on()
+
+    def path_on(self, cluster: str = "") -> str:
         """The owner's path: the gated action (or the step) that changes it the owner's way, each
-        command its own code span, whole as people type it (`action`), the words outside them."""
+        command its own code span, whole as people type it (`action`: on `cluster` when it is
+        known), the words outside them."""
         if self.kind in (FLUX_KUSTOMIZATION, FLUX_HELMRELEASE):
             obj = f"object={'kustomization' if self.kind == FLUX_KUSTOMIZATION else 'helmrelease'}/{self.ref}"
-            return f"{action(f'flux-suspend {obj}')} first, then {action(f'flux-resume {obj}')} once the fix is in Git"
+            return (
+                f"{action(f'flux-suspend {obj}', cluster=cluster)} first, "
+                f"then {action(f'flux-resume {obj}', cluster=cluster)} once the fix is in Git"
+            )
         if self.kind == ARGOCD:
             # The instance label names the Application only; such Applications live in Argo CD's
             # own namespace, `argocd` in its install manifests.
             app = f"application={self.ref if self.namespace else f'argocd/{self.name}'}"
             where = "" if self.namespace else " (Argo CD's namespace, if not argocd)"
             return (
-                f"{action(f'argocd-pause {app}')} first{where}, "
-                f"then {action(f'argocd-resume {app}')} once the fix is in Git"
+                f"{action(f'argocd-pause {app}', cluster=cluster)} first{where}, "
+                f"then {action(f'argocd-resume {app}', cluster=cluster)} once the fix is in Git"
             )
         if self.kind == HELM:
             return f"change the values of release {self.ref} and run `helm upgrade`"
-        return f"{action(f'eks-update-addon addon={self.name} version=…')} instead of `set-image`"
+        return f"{action(f'eks-update-addon addon={self.name} version=…', cluster=cluster)} instead of `set-image`"
 
-    def as_dict(self) -> dict[str, str]:
+    def as_dict(self, cluster: str = "") -> dict[str, str]:
         return {
             "kind": self.kind,
             "namespace": self.namespace,
@@ -116,13 +124,22 @@ class Owner:
             "target": self.target,
             "title": self.title,
             "consequence": self.consequence,
-            "path": self.path,
+            "path": self.path_on(cluster),
         }
 
 
-def action(command: str) -> str:
-    """A gated action as people type it, in a code span of its own so it can be copied whole."""
-    return f"`/upgrade action {command}`"
+#: Where a copied `/upgrade action` says why: the person replaces it, and the command refuses it
+#: unchanged, saying so (`commands._runs.reason`), rather than putting "…" on record as a reason.
+REASON_PLACEHOLDER = "…"
+
+
+def action(command: str, *, cluster: str = "") -> str:
+    """A gated action as people type it, in a code span of its own so it can be copied whole, and
+    complete: `/upgrade action` refuses one without `--reason`, and one without `--cluster` where
+    several clusters are configured. `--cluster` names `cluster` when it is known (a run's: it is
+    accepted with one cluster configured as well); `--reason "…"` is the placeholder for why."""
+    where = f" --cluster {cluster}" if cluster else ""
+    return f'`/upgrade action {command}{where} --reason "{REASON_PLACEHOLDER}"`'
 
 
 def describe(obj: Mapping[str, Any]) -> str:

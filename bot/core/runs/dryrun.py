@@ -86,7 +86,9 @@ class GateDryRuns:
         try:
             cluster = self.connect(cluster_name)
             with contextlib.closing(cluster):
-                return preview.read(cluster, calls, self.jobs, now=now, resumed=resumed)
+                return preview.read(
+                    cluster, calls, self.jobs, now=now, resumed=resumed, cluster_name=cluster_name
+                )
         except BotError as exc:
             log.warning("dry run on %s could not be read: %s", cluster_name, exc.user_message)
             return preview.failed(now, exc.user_message)

@@ -233,8 +233,8 @@ _RELEASES = {resume: hold for hold, (resume, _) in _HOLDS.items()}
 
 
 def _held(run: R.Run) -> tuple[str, ...]:
-    """`/upgrade action flux-resume object=kustomization/flux-system/apps` (whole, as people type
-    it) for each owner a succeeded step of the run suspended or paused and no later succeeded step
+    """`/upgrade action flux-resume object=kustomization/flux-system/apps --cluster prod --reason "…"`
+    (whole, as people type it: `action`) for each owner a succeeded step of the run suspended or paused and no later succeeded step
     resumed, in the order they were held."""
     held: dict[tuple[str, str], str] = {}
     for sr in run.steps:
@@ -244,7 +244,7 @@ def _held(run: R.Run) -> tuple[str, ...]:
             if call.name in _HOLDS:
                 resume, arg = _HOLDS[call.name]
                 name = str(call.args.get(arg, ""))
-                held[(call.name, name)] = action(f"{resume} {arg}={name}")
+                held[(call.name, name)] = action(f"{resume} {arg}={name}", cluster=run.plan.cluster)
             elif call.name in _RELEASES:
                 arg = _HOLDS[_RELEASES[call.name]][1]
                 held.pop((_RELEASES[call.name], str(call.args.get(arg, ""))), None)

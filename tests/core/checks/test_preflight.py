@@ -246,8 +246,8 @@ def test_a_budget_that_git_owns_is_relaxed_the_owners_way_and_max_unavailable_ze
     assert finding.fix == (
         "Set maxUnavailable: 1 for the upgrade: 0 refuses every eviction, however many replicas run (Flux "
         "Kustomization flux-system/apps will revert this change at its next reconcile if edited: `/upgrade action "
-        "flux-suspend object=kustomization/flux-system/apps` first, then `/upgrade action flux-resume "
-        "object=kustomization/flux-system/apps` once the fix is in Git)."
+        'flux-suspend object=kustomization/flux-system/apps --reason "…"` first, then `/upgrade action flux-resume '
+        'object=kustomization/flux-system/apps --reason "…"` once the fix is in Git).'
     )
 
 

@@ -90,7 +90,10 @@ def test_an_eks_managed_kube_proxy_is_refused_with_eks_update_addon_on_the_gate_
     assert action["error"].startswith(
         "daemonset/kube-system/kube-proxy is the EKS managed add-on kube-proxy: "
     )
-    assert "Use `/upgrade action eks-update-addon addon=kube-proxy version=…` instead of `set-image`" in text
+    assert (
+        'Use `/upgrade action eks-update-addon addon=kube-proxy version=… --reason "…"` instead of `set-image`'
+        in text
+    )
     with pytest.raises(UserError, match="eks-update-addon addon=kube-proxy"):
         SetImageJob().plan(cluster, {"workload": KUBE_PROXY}, now=NOW)
 
@@ -99,12 +102,13 @@ def test_an_eks_managed_kube_proxy_is_refused_with_eks_update_addon_on_the_gate_
     ("labels", "annotations", "says", "path"),
     [
         (FLUX, {}, "Flux Kustomization flux-system/apps will revert this change at its next reconcile",
-         "The owner's way: `/upgrade action flux-suspend object=kustomization/flux-system/apps` first, then "
-         "`/upgrade action flux-resume object=kustomization/flux-system/apps` once the fix is in Git"),
+         "The owner's way: `/upgrade action flux-suspend object=kustomization/flux-system/apps --reason \"…\"` first, "
+         "then `/upgrade action flux-resume object=kustomization/flux-system/apps --reason \"…\"` once the fix is in Git"),
         ({"argocd.argoproj.io/instance": "shop"}, {},
          "Argo CD Application shop will revert this change (self-heal) or overwrite it at its next sync",
-         "The owner's way: `/upgrade action argocd-pause application=argocd/shop` first (Argo CD's namespace, "
-         "if not argocd), then `/upgrade action argocd-resume application=argocd/shop` once the fix is in Git"),
+         "The owner's way: `/upgrade action argocd-pause application=argocd/shop --reason \"…\"` first (Argo CD's "
+         "namespace, if not argocd), then `/upgrade action argocd-resume application=argocd/shop --reason \"…\"` once "
+         "the fix is in Git"),
         ({"app.kubernetes.io/managed-by": "Helm"},
          {"meta.helm.sh/release-name": "kube-proxy", "meta.helm.sh/release-namespace": "kube-system"},
          "the next `helm upgrade` of Helm release kube-system/kube-proxy will overwrite this change",
@@ -144,7 +148,7 @@ def test_the_gate_reads_the_owner_as_it_stands_suspended_gone_or_not_syncing(
         "resumed, and will then unless the fix is in Git"
     )
     assert owner["path"] == (
-        "put the fix in Git, then `/upgrade action flux-resume object=kustomization/flux-system/apps`"
+        'put the fix in Git, then `/upgrade action flux-resume object=kustomization/flux-system/apps --reason "…"`'
     )
 
     self_managed_kube_proxy(api, {**FLUX, "kustomize.toolkit.fluxcd.io/name": "nope"}, {})
@@ -164,7 +168,7 @@ def test_the_gate_reads_the_owner_as_it_stands_suspended_gone_or_not_syncing(
     )
     assert (
         owner["path"]
-        == "put the fix in Git before its next sync, then `/upgrade action argocd-resume application=argocd/shop`"
+        == 'put the fix in Git before its next sync, then `/upgrade action argocd-resume application=argocd/shop --reason "…"`'
     )
 
 

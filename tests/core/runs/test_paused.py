@@ -254,8 +254,9 @@ steps:
             ).run
         run = R.action_finished(run, step_id=step, epoch=2, ok=True, detail="done", now=T0).run
     assert ending(run).held == (
-        "`/upgrade action flux-resume object=kustomization/flux-system/apps`",
-        "`/upgrade action argocd-resume application=argocd/shop`",
+        # Whole, as `/upgrade action` takes them: the run's cluster, and where the reason goes.
+        '`/upgrade action flux-resume object=kustomization/flux-system/apps --cluster prod --reason "…"`',
+        '`/upgrade action argocd-resume application=argocd/shop --cluster prod --reason "…"`',
     )
 
 
