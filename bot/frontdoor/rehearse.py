@@ -32,7 +32,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, tzinfo
@@ -48,7 +48,7 @@ from bot.core.evidence.baseline import analysis_queries
 from bot.core.jobs.base import Choice, ChoiceOption
 from bot.core.jobs.service import JobService, choice_of
 from bot.core.people import Directory, StaticDirectory, roles_of
-from bot.core.rendering import mention
+from bot.core.rendering import mention, people
 from bot.core.runs import machine as R
 from bot.core.runs.cards import gate_key
 from bot.core.runs.paused import ending
@@ -133,6 +133,15 @@ class Terminal:
     ask: Callable[[str], str]
     auto_approve: bool
     interactive: bool = False
+
+
+def named(user_id: str, roster: Mapping[str, Sequence[str]], directory: Directory) -> str:
+    """A person in the rehearsal's own lines as the bot's texts name them: a mention, which the
+    terminal shows by the display name the bot knows, else as `@ID` (`termtext`), and the roles the
+    roster gives them: "@U0PRIMARY (primary) answers job 7", never a bare id."""
+    held = roles_of(user_id, roster, directory)
+    roles = [role for role in roster if role in held]
+    return f"{mention(user_id)} ({', '.join(roles)})" if roles else str(mention(user_id))
 
 
 def _framed(text: str) -> str:
@@ -563,7 +572,7 @@ def _plant_failure(service: RunService, run: R.Run, cur: R.StepRun, out: TextIO)
     step = run.plan.step(cur.step_id)
     who = next(p for r in step.gate.roles for p in run.roster.get(r, ()))
     reason = f"rehearsal: planted failure of `{cur.step_id}` (--fail)"
-    out.write(f"  ↳ {who} rejects `{cur.step_id}`: {reason}\n")
+    out.write(f"  ↳ {named(who, run.roster, service.directory)} rejects `{cur.step_id}`: {reason}\n")
     ref = R.ButtonRef(run_id=run.id, step_id=cur.step_id, epoch=cur.epoch, decision="reject")
     return service.click(ref, Actor(user_id=who, source="terminal"), reason=reason).run
 
@@ -606,15 +615,18 @@ def last_line(plan_name: str, run: R.Run, *, forced: Sequence[str] = ()) -> str:
     head = f"rehearsal of {plan_name}: run {run.id}"
     if run.state is R.RunState.COMPLETED:
         end = ending(run)
-        named = "; ".join(
+        failed = "; ".join(
             f"{s.step_id} ({s.failure[:120]}{'…' if len(s.failure) > 120 else ''})" for s in end.skipped
         )
-        before = f"failed and skipped: {named}\n" if named else ""
+        before = f"failed and skipped: {people(failed, run.roster)}\n" if failed else ""
         before += "".join(f"not all done: {step_id} ({clip(left, 200)})\n" for step_id, left in end.left)
-        before += "".join(f"past a safeguard by people's choice: {clip(f, 300)}\n" for f in forced)
+        before += "".join(
+            f"past a safeguard by people's choice: {people(clip(f, 300), run.roster)}\n" for f in forced
+        )
         past = f", {len(forced)} past a safeguard by people's choice" if forced else ""
         return f"{before}{head} {end.honest}{past}"
-    why = f"why: {run.reason}\n" if run.reason else ""
+    # The run's reason names people by id ("rejected by U0PRIMARY"): mentions, as on its card.
+    why = f"why: {people(run.reason, run.roster)}\n" if run.reason else ""
     if run.state is R.RunState.PAUSED:
         at = f" at {run.current.step_id}" if run.current is not None else ""
         return f"{why}{head} paused{at}"
@@ -690,7 +702,9 @@ def _answer(
         reason = (
             f"rehearsal: {mention(holder(option))} {rehearsal_why(choice.key)}" if option.needs_reason else ""
         )
-        term.out.write(f"  ↳ {holder(option)} answers job {job_id}: {option.label}\n")
+        term.out.write(
+            f"  ↳ {named(holder(option), run.roster, jobs.directory)} answers job {job_id}: {option.label}\n"
+        )
         jobs.decide(job_id, choice_key=choice.key, option=option.id, user_id=holder(option), reason=reason)
         return
     options = "/".join(o.id for o in choice.options)
@@ -750,7 +764,8 @@ def _offer_ways_on(service: RunService, run: R.Run, term: Terminal) -> R.Run:
     actor = Actor(user_id=who, source="terminal")
     term.out.write(_framed(_card_text(service, run)))
     prompt = (
-        f"{cur.step_id} {cur.state} and the run is paused: 'skip REASON' (as {who}, and whoever else its gate needs), "
+        f"{cur.step_id} {cur.state} and the run is paused: 'skip REASON' (as {named(who, run.roster, service.directory)}, "
+        "and whoever else its gate needs), "
         "'resume' (its gate opens again), or 'abort': "
     )
     while True:
@@ -803,7 +818,10 @@ def _skip_as_the_gate_counts(
     for n, person in enumerate(people):
         why = reason or f"rehearsal: {mention(person)} reviewed why `{cur.step_id}` failed and skips it"
         more = " (a second vote: the step's gate needs it, as in Slack)" if n else ""
-        out.write(f"  ↳ {person} votes to skip {cur.step_id}{more}\n" if reason else f"  ↳ {why}{more}\n")
+        said = (
+            f"{named(person, run.roster, service.directory)} votes to skip {cur.step_id}" if reason else why
+        )
+        out.write(f"  ↳ {said}{more}\n")
         run = service.apply(run.id, vote(person, why), Actor(user_id=person, source="terminal")).run
         if run.step_run(cur.step_id).state is R.StepState.SKIPPED:
             break
@@ -907,7 +925,7 @@ def _decide(
                 reason=reason.strip() if rejecting else "",
             )
             if not outcome.accepted:
-                term.out.write(f"  · {who}: {outcome.message}\n")
+                term.out.write(f"  · {named(who, run.roster, service.directory)}: {outcome.message}\n")
                 continue
             run = service.load(run.id)
             if run.step_run(cur.step_id).epoch != cur.epoch or run.state is not R.RunState.ACTIVE:
@@ -923,7 +941,7 @@ def _decide(
             continue
         out_ = service.click(ref, Actor(user_id=person, source="terminal"), confirmation=confirmation)
         if not out_.accepted:
-            term.out.write(f"  · {person}: {out_.message}\n")
+            term.out.write(f"  · {named(person, run.roster, service.directory)}: {out_.message}\n")
             refusals[person] = out_.message
         run = service.load(run.id)
         now = run.step_run(cur.step_id)

@@ -55,6 +55,7 @@ from bot.core.evidence.baseline import analysis_queries
 from bot.core.fleets import machine as M
 from bot.core.fleets import timeline
 from bot.core.people import StaticDirectory, roles_of
+from bot.core.rendering import people
 from bot.core.runs.plans import parse_plan
 from bot.core.runs.service import Actor
 from bot.core.snapshots.projection import ClusterReader
@@ -64,6 +65,7 @@ from bot.frontdoor.rehearse import (
     SimControl,
     Terminal,
     _framed,
+    named,
     play_run,
     rehearsal_bot,
     window_opening_now,
@@ -115,6 +117,7 @@ def rehearse_fleet(
     )
     # The rehearsal drives the fleet and its children itself (see `rehearse`), each child's run
     # created as it is played.
+    shown = TerminalText(zone=zone, plain=plain)
     with rehearsal_bot(
         settings,
         out,
@@ -122,7 +125,7 @@ def rehearse_fleet(
         connect_cluster=connect_cluster,
         clock=clock,
         speed=speed,
-        text=TerminalText(zone=zone, plain=plain),
+        text=shown,
         fleet_children_in_turn=True,
     ) as (bot, out, _):
         bot.fleets.plan_dirs = (*plan_dirs, *bot.fleets.plan_dirs)
@@ -152,7 +155,10 @@ def rehearse_fleet(
             skip_clock=skip_clock,
             clock=clock,
         )
-        term = Terminal(out=out, ask=ask, auto_approve=auto_approve, interactive=interactive)
+        # A prompt quotes the bot's texts (a person's mention): rendered as the rest is, as `rehearse` does.
+        term = Terminal(
+            out=out, ask=lambda prompt: ask(shown(prompt)), auto_approve=auto_approve, interactive=interactive
+        )
         fleet = _play(bot, fleet.id, sims, term, fail=fail, clocks=clocks)
         out.write(_framed(bot.fleets.status(fleet.id)))
         if report_dir is not None:
@@ -273,7 +279,9 @@ def _play(
             planted = fail[1] if fail is not None and fail[0] == m.cluster else ""
             run = play_run(bot.runs, bot.jobs, run, SimControl(sims[m.cluster]), term, fail=planted)
             term.out.write(
-                f"── {m.cluster}: run {run.id} {run.state}{f': {run.reason}' if run.reason else ''} ──\n"
+                f"── {m.cluster}: run {run.id} {run.state}"
+                + (f": {people(run.reason, run.roster)}" if run.reason else "")
+                + " ──\n"
             )
             played.add(m.run_id)
             moved = True
@@ -343,16 +351,23 @@ def _answer_gate(bot: Services, fleet: M.Fleet, term: Terminal) -> None:
                 bot.fleets.approve(fleet.id, Actor(user_id=who, source="terminal"))
                 return
             except UserError as exc:
-                term.out.write(f"  · {who}: {exc.user_message}\n")
+                term.out.write(
+                    f"  · {named(who, fleet.plan.roster, bot.fleets.directory)}: {exc.user_message}\n"
+                )
     for person in people:
         if not roles_of(person, fleet.plan.roster, bot.fleets.directory):
             continue
         # Said first: an approval that lets the fleet on starts the next stage's runs at once.
-        term.out.write(f"  ↳ {person} approves the fleet's `{which}` gate of stage {stage}\n")
+        term.out.write(
+            f"  ↳ {named(person, fleet.plan.roster, bot.fleets.directory)} approves the fleet's `{which}` "
+            f"gate of stage {stage}\n"
+        )
         try:
             bot.fleets.approve(fleet.id, Actor(user_id=person, source="terminal"))
         except TransitionRefused as exc:
-            term.out.write(f"  · {person}: {exc.user_message}\n")
+            term.out.write(
+                f"  · {named(person, fleet.plan.roster, bot.fleets.directory)}: {exc.user_message}\n"
+            )
             continue
         now = bot.fleets.load(fleet.id)
         if now.waiting_for(bot.fleets.clock()) is None or (now.stage, now.phase) != (fleet.stage, which):
@@ -402,5 +417,6 @@ def last_line(name: str, fleet: M.Fleet) -> str:
         return f"{head}, but {loose}" if loose else head
     never = [s.stage.name for i, s in enumerate(fleet.stages) if i > fleet.stage]
     after = f" (never started: {', '.join(never)})" if never else ""
-    why = f"why: {fleet.reason}\n" if fleet.reason else ""
+    # The fleet's reason names people by id ("rejected by U0PRIMARY"): mentions, as on its card.
+    why = f"why: {people(fleet.reason, fleet.plan.roster)}\n" if fleet.reason else ""
     return f"{why}{head} at stage {fleet.current.stage.name}{after}"

@@ -365,9 +365,10 @@ def test_a_refused_or_unknown_answer_says_why_and_asks_again_until_abort() -> No
     # The shadow approves snapshot-pre; at checks the shadow and a typo are refused with the
     # gate's reason and the same question comes back; the primary is then counted.
     assert out.count(CHECKS_START) == 3
-    assert CHECKS_START + "  · U0SHADOW: this step needs the primary; you are the shadow\n" in out
+    # Whoever answered is named as the bot's lines name people, with their role: never a bare id.
+    assert CHECKS_START + "  · @U0SHADOW (shadow): this step needs the primary; you are the shadow\n" in out
     assert (
-        CHECKS_START + "  · U0NOBODY: this step needs the primary; you are not in this run's roster\n" in out
+        CHECKS_START + "  · @U0NOBODY: this step needs the primary; you are not in this run's roster\n" in out
     )
     assert CHECKS_START + "  ↳ ✔️ @U0PRIMARY (primary) approved the start of `checks`" in out
     # The check action then fails on the scenario's planted blockers and the run pauses: at a
@@ -382,8 +383,9 @@ def test_a_refused_or_unknown_answer_says_why_and_asks_again_until_abort() -> No
 
 def test_the_end_of_input_after_a_wrong_answer_stops_the_rehearsal() -> None:
     result = rehearse("eks-nodegroups", stdin="U0SHADOW\nU0NOBODY\n")
-    assert CHECKS_START + "  · U0NOBODY: this step needs the primary; you are not in this run's roster\n" in (
-        result.stdout
+    assert (
+        CHECKS_START + "  · @U0NOBODY: this step needs the primary; you are not in this run's roster\n"
+        in (result.stdout)
     )
     # The question was asked again, and the end of input answered it.
     assert result.stdout.count(CHECKS_START) == 2
@@ -500,7 +502,8 @@ def test_each_node_a_rehearsed_drain_cordons_names_the_run_step_and_approvers(
 
 
 CHECKS_PAUSED = (
-    "checks failed and the run is paused: 'skip REASON' (as U0PRIMARY, and whoever else its gate needs), 'resume' (its gate opens again), "
+    "checks failed and the run is paused: 'skip REASON' (as @U0PRIMARY (primary), and whoever else its gate needs), "
+    "'resume' (its gate opens again), "
     "or 'abort': "
 )
 
@@ -564,7 +567,7 @@ def test_interactive_skips_a_step_people_did_by_hand_at_its_gate_with_the_reason
     assert out.count(BY_HAND_START) == 2, out[-3000:]
     assert BY_HAND_START + "  · say why: skip REASON (it goes on the card and into the audit log)\n" in out
     # Voted as the gate counts it, the reason on record; the run goes on to the next gate.
-    assert BY_HAND_START + "  ↳ U0PRIMARY votes to skip tell-payments\n" in out
+    assert BY_HAND_START + "  ↳ @U0PRIMARY (primary) votes to skip tell-payments\n" in out
     assert "⏩ @U0PRIMARY skipped `tell-payments`: told them by phone at 14:00" in out
     assert (
         "⏩ `tell-payments` Tell the payments team — skipped · _skipped by @U0PRIMARY: told them by phone at 14:00_"

@@ -30,8 +30,8 @@ def test_the_aks_managed_plan_upgrades_the_control_plane_then_each_pool_through_
         "AKS refused ManagedClusters_CreateOrUpdate (UpgradeBlockedOnDeprecatedAPIUsage): deprecated APIs "
         "used in the last 12 hours that 1.26.6 removes: horizontalpodautoscalers.autoscaling.v2beta2" in out
     )
-    assert "U0PRIMARY answers job 1: Override for 1h…" in out
-    assert "U0SHADOW answers job 1: Confirm the override" in out
+    assert "↳ @U0PRIMARY (primary) answers job 1: Override for 1h…" in out
+    assert "↳ @U0SHADOW (shadow) answers job 1: Confirm the override" in out
     assert re.search(
         r"override of AKS's deprecated-API block \(\S+\) until \d{4}-\d\d-\d\d \d\d:\d\d UTC, asked by @U0PRIMARY",
         out,

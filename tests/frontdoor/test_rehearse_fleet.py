@@ -109,7 +109,7 @@ def test_a_planted_canary_failure_stops_the_fleet_before_the_next_stage(tmp_path
     result = _rehearse(tmp_path, str(fleet), "--auto-approve", "--fail", "ci:drain")
     assert result.returncode == 3, result.stdout[-3000:] + result.stderr[-3000:]
     out = result.stdout
-    assert "rejects `drain`: rehearsal: planted failure of `drain` (--fail)" in out
+    assert "-> @U0PRIMARY (primary) rejects `drain`: rehearsal: planted failure of `drain` (--fail)" in out
     assert "Fleet paused: the canary failed: ci (drain failed in run R" in out
     # Nothing of stage 2 or 3 started: no child run was played or even created for them.
     assert re.findall(r"^-- (\S+) \(stage", out, re.M) == ["ci"]
@@ -117,6 +117,12 @@ def test_a_planted_canary_failure_stops_the_fleet_before_the_next_stage(tmp_path
     assert "dev-7 - pending" in out
     lines = out.rstrip().splitlines()
     assert lines[-2].startswith("why: the canary failed: ci (drain failed in run R")
+    # The fleet's status and its last lines name the person who rejected it, never by a bare id.
+    assert re.search(r"^  \[red\] ci - failed .* rejected by @U0PRIMARY: rehearsal: planted", out, re.M), out[
+        -3000:
+    ]
+    assert "rejected by @U0PRIMARY: rehearsal: planted" in lines[-2]
+    assert not re.findall(r".*(?<![@\w])U0(?:PRIMARY|SHADOW|COORD)\b.*", out)
     assert re.fullmatch(
         r"rehearsal of fleet outside: fleet F\w+ paused at stage canary \(never started: lab, dev\)",
         lines[-1],
@@ -163,8 +169,9 @@ def test_an_empty_answer_at_a_fleet_gate_lets_the_roster_answer_it(tmp_path: Pat
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     out = result.stdout
     assert out.count("fleet gate `after` of stage canary: approve as [U0SHADOW/U0PRIMARY]") == 1
-    assert "U0SHADOW approves the fleet's `after` gate of stage canary" in out
-    assert "U0PRIMARY approves the fleet's `after` gate of stage canary" in out
+    # People by name and role, as the bot's own lines say them, never a bare id.
+    assert "-> @U0SHADOW (shadow) approves the fleet's `after` gate of stage canary" in out
+    assert "-> @U0PRIMARY (primary) approves the fleet's `after` gate of stage canary" in out
     assert re.search(r"rehearsal of fleet outside: fleet F\w+ completed$", out.rstrip())
 
 

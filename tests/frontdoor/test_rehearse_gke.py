@@ -40,7 +40,7 @@ def test_the_gke_managed_plan_upgrades_the_master_then_each_pool_through_gkes_ap
         r"evidence holds: 3 green node\(s\) Ready on 1\.30\.4-gke\.1348000",
         out,
     ), "\n".join(line for line in out.splitlines() if "soak" in line)
-    assert "U0PRIMARY answers job 4: Let the soak finish" in out
+    assert "↳ @U0PRIMARY (primary) answers job 4: Let the soak finish" in out
     for pool, n in (("system", 2), ("apps", 3), ("batch", 2)):
         assert re.search(
             rf"`nodepool-{pool}` succeeded: gke-update-nodepool job \d+: node pool {pool} 1\.29\.8-gke\.1031000 → "
