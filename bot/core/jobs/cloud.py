@@ -199,6 +199,16 @@ class CloudJob:
     """What every cloud job shares: its provider, the pool's nodes, the deadline and the end."""
 
     kind = ""
+    #: The argument that names a pool (`nodepool`, EKS's `nodegroup`), the cloud's word for one
+    #: (`agent pool`, `node pool`, `node group`) and for them all in a refusal (`pools`, `node
+    #: groups`), the key of its name in the cloud's description, and the calls that read one and
+    #: list them (how they are named in a refusal).
+    pool_arg = "nodepool"
+    pool_word = "node pool"
+    pools_word = "pools"
+    pool_name_key = "name"
+    get_pool_call = ""
+    list_pools_call = ""
 
     def __init__(self, access: Callable[[str], Provider], node_group_labels: Sequence[str] = ()) -> None:
         self.access = access
@@ -206,6 +216,28 @@ class CloudJob:
 
     def client(self, cluster: Any) -> Provider:
         return self.access(str(getattr(cluster, "name", "")))
+
+    def _api(self, what: str, fn: Callable[..., T], **kwargs: Any) -> T:
+        """A call to the cloud, its refusal ended with the cloud's reason, the rest retried (each
+        cloud's jobs say how)."""
+        raise NotImplementedError
+
+    def _pool_named(self, provider: Provider, name: str) -> Obj:
+        """The pool `name` as the cloud describes it. A pool the cloud does not know (a typo in the
+        plan, a pool removed since) is refused by name with the cluster's pools, the nearest first
+        for a typo, never as the cloud's raw NotFound."""
+        found = self._api(self.get_pool_call, lambda: unless_gone(lambda: provider.node_pool(name)))
+        if found is not None:
+            return found
+        pools = sorted(
+            str(p.get(self.pool_name_key, "")) for p in self._api(self.list_pools_call, provider.node_pools)
+        )
+        near = difflib.get_close_matches(name, pools, n=1, cutoff=0.6)
+        raise UserError(
+            f"{self.pool_arg}: {self.pool_word} {clip(name, 63)} does not exist in {provider.name} "
+            f"(its {self.pools_word}: {few(pools, 8) or 'none'})"
+            + (f"; did you mean {near[0]}?" if near else "")
+        )
 
     def _nodes(self, cluster: JobCluster, pool: str) -> list[Obj]:
         """The nodes of the node group or pool `pool`, by the settings' node-group labels."""
@@ -319,11 +351,6 @@ class OperationJob(CloudJob, abc.ABC):
     console = ""
     #: What a resumed job does before it calls (the dry run's first line).
     looks_first = ""
-    #: The cloud's word for a pool (`agent pool`, `node pool`), and its calls that read one and
-    #: list them (how they are named in a refusal).
-    pool_word = "node pool"
-    get_pool_call = ""
-    list_pools_call = ""
 
     @abc.abstractmethod
     def _api(self, what: str, fn: Callable[..., T], **kwargs: Any) -> T:
@@ -392,21 +419,6 @@ class OperationJob(CloudJob, abc.ABC):
 
     def _pool(self, progress: Progress) -> str:
         return str(progress.get("nodepool") or "")
-
-    def _pool_named(self, provider: Provider, name: str) -> Obj:
-        """The pool `name` as the cloud describes it. A pool the cloud does not know (a typo in the
-        plan, a pool removed since) is refused by name with the cluster's pools, the nearest first
-        for a typo, never as the cloud's raw NotFound."""
-
-        found = self._api(self.get_pool_call, lambda: unless_gone(lambda: provider.node_pool(name)))
-        if found is not None:
-            return found
-        pools = sorted(str(p.get("name", "")) for p in self._api(self.list_pools_call, provider.node_pools))
-        near = difflib.get_close_matches(name, pools, n=1, cutoff=0.6)
-        raise UserError(
-            f"nodepool: {self.pool_word} {clip(name, 63)} does not exist in {provider.name} "
-            f"(its pools: {few(pools, 8) or 'none'})" + (f"; did you mean {near[0]}?" if near else "")
-        )
 
     def _name(self, progress: Progress) -> str:
         return str(progress[self.cloud.lower()])

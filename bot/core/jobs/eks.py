@@ -205,6 +205,9 @@ def _updated_outside(group: Mapping[str, Any], progress: Progress) -> bool:
 class _EksJob(CloudJob):
     """What the three EKS jobs share: the intent rule with its token, and the update's end."""
 
+    def _api(self, what: str, fn: Callable[..., T], **kwargs: Any) -> T:
+        return aws_call(what, fn, **kwargs)
+
     def _following(self, eks: EksActs, progress: Progress, **which: str) -> list[str]:
         """The dry run of a resumed job that already started its update: it calls no Update
         again, it follows the one it started (what DescribeUpdate says of it now)."""
@@ -595,13 +598,15 @@ class EksUpdateNodegroupJob(_EksJob):
     """`eks-update-nodegroup`: see the module docstring."""
 
     kind = "eks-update-nodegroup"
+    pool_arg, pool_word, pools_word, pool_name_key = "nodegroup", "node group", "node groups", "nodegroupName"
+    get_pool_call, list_pools_call = "DescribeNodegroup", "ListNodegroups"
 
     def plan(self, cluster: JobCluster, args: Mapping[str, str], *, now: datetime) -> Progress:
         group = label_value("nodegroup", str(args.get("nodegroup", "")).strip())
         version = minor_arg(args, required=False)
         timeout = duration_arg(args, "timeout", NODEGROUP_TIMEOUT)
         eks = self.client(cluster)
-        found = aws_call("DescribeNodegroup", eks.node_pool, name=group)
+        found = self._pool_named(eks, group)
         target = version or str(aws_call("DescribeCluster", eks.control_plane).get("version", ""))
         return {
             "what": "nodegroup",
@@ -630,7 +635,7 @@ class EksUpdateNodegroupJob(_EksJob):
                 *self._following(eks, progress, node_pool=group),
                 f"its nodes now: {counts['total']}, of which {counts['on_target']} Ready on {progress['target']}",
             ]
-        now = aws_call("DescribeNodegroup", eks.node_pool, name=group)
+        now = self._pool_named(eks, group)
         nodes = self._nodes(cluster, group)
         counts = group_counts(nodes, progress["target"])
         if _updated_outside(now, progress):
@@ -684,14 +689,14 @@ class EksUpdateNodegroupJob(_EksJob):
         )
         return lines
 
-    def _updated_outside(self, eks: EksActs, progress: Progress, group: str) -> Tick | None:
-        """Done, nothing called, when the group was updated outside the bot (in the console, by hand)
-        after the step began: read now, not when the step began, since a call would roll every node of
-        it again. A group already on the target when the step began is the plan's AMI refresh (the call
-        moves it to the newest release of its version); its gate says so. None: call."""
+    def _updated_outside(self, found: Mapping[str, Any], progress: Progress, group: str) -> Tick | None:
+        """Done, nothing called, when the group (`found`, read now) was updated outside the bot (in the
+        console, by hand) after the step began, since a call would roll every node of it again. A group
+        already on the target when the step began is the plan's AMI refresh (the call moves it to the
+        newest release of its version); its gate says so. None: call."""
         if progress.get(INTENT) or progress["tries"] or minor(progress["from"]) == minor(progress["target"]):
             return None
-        if not _updated_outside(aws_call("DescribeNodegroup", eks.node_pool, name=group), progress):
+        if not _updated_outside(found, progress):
             return None
         return self._nothing_to_do(
             progress,
@@ -737,7 +742,9 @@ class EksUpdateNodegroupJob(_EksJob):
                 wait=0.0,
             )
         if not progress["update"]:
-            outside = self._updated_outside(eks, progress, group)
+            # Read before the call: a group removed since the step began is said by name.
+            found = self._pool_named(eks, group)
+            outside = self._updated_outside(found, progress, group)
             if outside is not None:
                 return outside
             tok = token(progress, f"-{progress['tries']}" if progress["tries"] else "")
@@ -745,7 +752,7 @@ class EksUpdateNodegroupJob(_EksJob):
                 eks, progress, now=now, call="UpdateNodegroupVersion", tok=tok,
                 match=("VersionUpdate", "Version", minor(progress["target"])),
                 which={"node_pool": group}, what=what,
-                busy=lambda: aws_call("DescribeNodegroup", eks.node_pool, name=group).get("status") == "UPDATING",
+                busy=lambda: found.get("status") == "UPDATING",
                 send=lambda: aws_call(
                     "UpdateNodegroupVersion", eks.update_node_pool, pool=group, version=progress["version"],
                     strategy=PoolStrategy(kind="surge", force=bool(progress["force"])), token=tok,

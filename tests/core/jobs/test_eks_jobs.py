@@ -716,3 +716,36 @@ def test_work_done_outside_the_bot_is_seen_at_the_gate_and_never_called_again(
         ":warning: node group others is already on 1.25: the call only moves it to the newest AMI release of 1.25"
     )
     assert warning.endswith("EKS replaces every node of it again. Reject the gate if it was upgraded by hand")
+
+
+def test_a_node_group_eks_does_not_know_is_said_with_the_clusters_groups_at_the_gate_and_the_step(
+    sim: SimCluster, kube: Cluster
+) -> None:
+    said = (
+        "nodegroup: node group ng-sharde does not exist in runbook-prod (its node groups: control-plane, "
+        "istio, logging, ng-shared, others); did you mean ng-shared?"
+    )
+    # The gate's dry run, before anyone approves: the action's own line says it, not EKS's
+    # ResourceNotFoundException.
+    call = ActionCall(name="eks-update-nodegroup", args={"nodegroup": "ng-sharde", "version": "1.24"})
+    gate = preview.read(kube, [call], default_jobs(LABELS, eks=access(sim)), now=sim_now(sim)())
+    assert gate["actions"][0]["error"] == said
+    # The step: its job ends with the same reason (the service ends a job on a UserError).
+    job = EksUpdateNodegroupJob(access(sim), LABELS)
+    with pytest.raises(UserError) as refused:
+        job.plan(kube, {"nodegroup": "ng-sharde"}, now=sim_now(sim)())
+    assert refused.value.user_message == said
+    # Nothing near: the groups alone.
+    with pytest.raises(UserError) as far:
+        job.plan(kube, {"nodegroup": "gpu"}, now=sim_now(sim)())
+    assert far.value.user_message == (
+        "nodegroup: node group gpu does not exist in runbook-prod "
+        "(its node groups: control-plane, istio, logging, ng-shared, others)"
+    )
+    # A group removed after the job planned: its tick says so too, and nothing is called.
+    d = driver(job, kube, sim, {"nodegroup": "ng-shared", "version": "1.25"})
+    d.progress["nodegroup"] = "ng-sharde"
+    with pytest.raises(UserError) as gone:
+        d.tick()
+    assert gone.value.user_message == said
+    assert aws_calls(sim).get("UpdateNodegroupVersion", 0) == 0
