@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from bot.errors import ProviderError, ProviderUnavailable, UserError, clip
@@ -56,6 +55,7 @@ from bot.records import (
     SubnetCapacity,
     Versions,
 )
+from bot.timetext import said_span, said_time
 
 __all__ = [
     "OPERATION_STATUSES",
@@ -180,26 +180,6 @@ def sdk_missing(kind: str) -> str:
 
         return gke.missing()
     return ""
-
-
-def said_time(text: str) -> str:
-    """A time a cloud gives or takes (ISO 8601, `2027-01-04T00:00:00Z`) as the posts say times:
-    `2027-01-04 00:00 UTC`, the zone named, as the jobs' other lines do; a text that is not a time
-    is given back as it is."""
-    try:
-        moment = datetime.fromisoformat(str(text).strip())
-    except ValueError:
-        return str(text)
-    # A time the cloud wrote without a zone is UTC (ARM's and GKE's are).
-    return f"{(moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC):%Y-%m-%d %H:%M} UTC"
-
-
-def said_span(start: str, end: str) -> str:
-    """A maintenance span as the posts say it: `2026-12-24 00:00 – 2027-01-04 00:00 UTC`."""
-    begins, ends = said_time(start), said_time(end)
-    if begins.endswith(" UTC") and ends.endswith(" UTC"):
-        return f"{begins.removesuffix(' UTC')} – {ends}"
-    return f"{begins} – {ends}"
 
 
 class ProviderAccess:

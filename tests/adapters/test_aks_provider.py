@@ -25,12 +25,26 @@ def test_the_adapter_reads_versions_pools_and_planned_maintenance(
     assert sorted(p["name"] for p in provider.node_pools()) == ["apps", "batch", "system"]
     assert provider.node_pool("apps")["properties"]["upgradeSettings"] == {"maxSurge": "33%"}
     policy = provider.maintenance()
-    assert policy.windows == (
-        "aksManagedAutoUpgradeSchedule: every 1 week(s) on Sunday at 01:00 UTC+00:00 for 4h",
-    )
+    assert policy.windows == ("aksManagedAutoUpgradeSchedule: every 1 week(s) on Sunday at 01:00 UTC for 4h",)
     assert [(e.name, e.start, e.end) for e in policy.exclusions] == [
         ("default", "2026-12-24T00:00:00Z", "2026-12-27T00:00:00Z")
     ]
+
+
+def test_a_planned_maintenance_window_names_its_offset_only_when_it_has_one(
+    sim_factory: Callable[..., SimCluster],
+) -> None:
+    # ARM writes "+00:00" for none: "at 01:00 UTC", not "at 01:00 UTC+00:00".
+    window = {"schedule": {"daily": {"intervalDays": 1}}, "duration_hours": 4, "start_time": "22:00"}
+    maintenance = [
+        {"name": "aksManagedAutoUpgradeSchedule", **window, "utc_offset": "+05:30"},
+        {"name": "aksManagedNodeOSUpgradeSchedule", **window},
+    ]
+    sim = sim_factory(aks_scenario(maintenance=maintenance), speed=0.0, seed=1)
+    assert connect(aks_provider(sim)).maintenance().windows == (
+        "aksManagedAutoUpgradeSchedule: every 1 day(s) at 22:00 UTC+05:30 for 4h",
+        "aksManagedNodeOSUpgradeSchedule: every 1 day(s) at 22:00 UTC for 4h",
+    )
 
 
 def test_the_sdks_own_lro_poller_follows_the_facades_async_operation(

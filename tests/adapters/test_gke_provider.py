@@ -28,8 +28,9 @@ def test_the_adapter_reads_versions_pools_and_the_maintenance_policy(
     assert provider.node_pool("batch")["upgradeSettings"] == {"maxSurge": 2, "strategy": "SURGE"}
     assert provider.node_pool("apps")["upgradeSettings"]["strategy"] == "BLUE_GREEN"
     policy = provider.maintenance()
+    # Times as the posts say them, the zone named: not GKE's raw ISO.
     assert policy.windows == (
-        "recurring FREQ=WEEKLY;BYDAY=SA from 2026-01-03T01:00:00Z to 2026-01-03T05:00:00Z",
+        "recurring FREQ=WEEKLY;BYDAY=SA, first 2026-01-03 01:00 – 2026-01-03 05:00 UTC",
     )
     assert [(e.name, e.end, e.scope) for e in policy.exclusions] == [
         ("holiday-freeze", "2027-01-04T00:00:00Z", "NO_UPGRADES")

@@ -186,9 +186,11 @@ class Aks:
             props = config.get("properties") or {}
             window = props.get("maintenanceWindow") or {}
             if window:
+                # ARM writes the offset even when it is none ("+00:00"): "01:00 UTC" then.
+                offset = str(window.get("utcOffset") or "").removeprefix("+00:00")
                 windows.append(
                     f"{name}: {_schedule(window.get('schedule') or {})} at {window.get('startTime', '?')} "
-                    f"UTC{window.get('utcOffset', '+00:00')} for {window.get('durationHours', '?')}h"
+                    f"UTC{offset} for {window.get('durationHours', '?')}h"
                 )
             # A configuration's own blackout spans, then its window's: each named by where it stands.
             spans = (("notAllowedTime", props), ("notAllowedDates", window))

@@ -48,6 +48,7 @@ from bot.records import (
     SubnetCapacity,
     Versions,
 )
+from bot.timetext import said_span
 
 Obj = dict[str, Any]
 
@@ -190,9 +191,9 @@ class Gke:
         recurring = window.get("recurringWindow") or {}
         if recurring:
             span = recurring.get("window") or {}
-            windows.append(
-                f"recurring {recurring.get('recurrence', '?')} from {span.get('startTime', '?')} to {span.get('endTime', '?')}"
-            )
+            # GKE's window is the first occurrence's span; the RRULE says how it recurs.
+            first = said_span(str(span.get("startTime", "?")), str(span.get("endTime", "?")))
+            windows.append(f"recurring {recurring.get('recurrence', '?')}, first {first}")
         daily = window.get("dailyMaintenanceWindow") or {}
         if daily:
             windows.append(f"daily at {daily.get('startTime', '?')} UTC for {daily.get('duration', '?')}")

@@ -23,7 +23,7 @@ def test_the_aks_checks_pass_an_offered_target_and_note_the_profile_and_maintena
     )
     assert notes[1].startswith(
         "AKS planned maintenance (bounds AKS's own upgrades, not this one): aksManagedAutoUpgradeSchedule: "
-        "every 1 week(s) on Sunday at 01:00 UTC+00:00 for 4h; not allowed 2026-12-24 00:00 – 2026-12-27 00:00 UTC"
+        "every 1 week(s) on Sunday at 01:00 UTC for 4h; not allowed 2026-12-24 00:00 – 2026-12-27 00:00 UTC"
     )
 
 

@@ -28,6 +28,9 @@ def test_the_gke_checks_pass_an_offered_target_and_note_the_server_config_and_po
         "1.30.4-gke.1348000, 1.29.9-gke.1177000 (default 1.30.4-gke.1348000)"
     )
     # Times as the posts say them, the zone named: not GKE's raw ISO.
+    assert notes[1].startswith(
+        "GKE maintenance policy: recurring FREQ=WEEKLY;BYDAY=SA, first 2026-01-03 01:00 – 2026-01-03 05:00 UTC; "
+    )
     assert "exclusion holiday-freeze 2026-12-20 00:00 – 2027-01-04 00:00 UTC (NO_UPGRADES)" in notes[1]
     assert "deprecation insights are the Recommender API's" in notes[2]
 
