@@ -41,3 +41,6 @@ BUILTIN_RULES = BUILTIN_TEMPLATES / "rules" / "known-issues.yaml"
 #: The annotated example configuration (`upgrade-bot init` writes it): a copy of the repository's
 #: `upgrade-bot.example.yaml` that scripts/gen_docs.py keeps identical, so the wheel ships it.
 EXAMPLE_CONFIG = BUILTIN_TEMPLATES / "config" / "upgrade-bot.example.yaml"
+#: The Slack app's manifest (`upgrade-bot init --slack-manifest` writes it): a copy of the
+#: repository's `slack-app-manifest.yaml` that scripts/gen_docs.py keeps identical, so the wheel ships it.
+SLACK_MANIFEST = BUILTIN_TEMPLATES / "config" / "slack-app-manifest.yaml"

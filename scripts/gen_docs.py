@@ -16,7 +16,8 @@ Each generated file comes from one definition, so the docs cannot drift from the
 - `docs/reference/slash-commands.md`: the `/upgrade` subcommands' registry (their docstrings and parsers);
 - `docs/reference/rules.md`: the shipped known-issue rules (`templates/rules/known-issues.yaml`);
 - `templates/config/upgrade-bot.example.yaml`: a copy of `upgrade-bot.example.yaml`, so the wheel
-  ships it (`upgrade-bot init` writes it).
+  ships it (`upgrade-bot init` writes it); `templates/config/slack-app-manifest.yaml`, of
+  `slack-app-manifest.yaml` (`upgrade-bot init --slack-manifest` writes it).
 """
 
 from __future__ import annotations
@@ -415,6 +416,10 @@ FILES: dict[str, Callable[[], str]] = {
     "deploy/helm/upgrade-bot/values.schema.json": chart_values_schema,
     # The example configuration inside the package, for `upgrade-bot init` after a plain `pip install`.
     "templates/config/upgrade-bot.example.yaml": lambda: (ROOT / "upgrade-bot.example.yaml").read_text(
+        encoding="utf-8"
+    ),
+    # The Slack app's manifest inside the package, for `upgrade-bot init --slack-manifest`.
+    "templates/config/slack-app-manifest.yaml": lambda: (ROOT / "slack-app-manifest.yaml").read_text(
         encoding="utf-8"
     ),
 }

@@ -69,7 +69,8 @@ _FRIENDLY = {
     "is_archived": "that channel is archived",
     "user_not_found": "that Slack user does not exist",
     "no_such_subteam": "that user group does not exist",
-    "missing_scope": "the Slack app lacks a scope this needs; reinstall it from slack-app-manifest.yaml",
+    "missing_scope": "the Slack app lacks a scope this needs: add the scopes of the bot's manifest "
+    "(`upgrade-bot init --slack-manifest` writes it) and reinstall the app",
     "invalid_auth": "the Slack token was refused",
     "invalid_url": "that is not a link to a file shared in Slack",
     "file_too_large": "that file is too large for a plan (the limit is 1 MB)",

@@ -38,7 +38,12 @@ def test_persistent_rate_limiting_becomes_a_temporary_error(slack_stub: SlackStu
 
 @pytest.mark.parametrize(
     ("code", "phrase"),
-    [("channel_not_found", "does not exist"), ("not_in_channel", "/invite")],
+    [
+        ("channel_not_found", "does not exist"),
+        ("not_in_channel", "/invite"),
+        # What an installed copy has (it has no repository's manifest file to point at).
+        ("missing_scope", "(`upgrade-bot init --slack-manifest` writes it)"),
+    ],
 )
 def test_slack_errors_become_a_short_reason(slack_stub: SlackStub, code: str, phrase: str) -> None:
     slack_stub.fail_next("chat.postMessage", error=code)

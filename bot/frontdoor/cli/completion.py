@@ -26,7 +26,8 @@ def register(subparsers: Subparsers) -> Handler:
         "completion",
         help="print the shell completion script: `completion bash` or `completion zsh`",
         description="Print the completion script for SHELL; source it, or install it where the shell "
-        "loads completions (see docs/cli.md).",
+        "loads completions: `upgrade-bot completion bash > ~/.local/share/bash-completion/completions/upgrade-bot`, "
+        '`upgrade-bot completion zsh > "${fpath[1]}/_upgrade-bot"` (a directory on $fpath; then compinit).',
     )
     parser.add_argument("shell", choices=SHELLS, help="the shell the script is for")
     return _completion
