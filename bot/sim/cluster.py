@@ -124,6 +124,7 @@ class Sim:
             self.metrics,
             platform=scenario.platform,
             region=scenario.region,
+            cluster=str((scenario.gcp or scenario.azure or {}).get("cluster_name") or scenario.name),
         )
         # The HTTP server's transport faults; the control API sets them, the server applies them.
         self.transport = TransportFaults()

@@ -114,6 +114,13 @@ def _header(plan: str) -> str:
     return " ".join(line.removeprefix("# ") for line in plan.split("\nname:", 1)[0].splitlines())
 
 
+def _comments(plan: str) -> str:
+    """The plan's comments as one line (they wrap anywhere)."""
+    return " ".join(
+        line.strip().removeprefix("# ") for line in plan.splitlines() if line.strip().startswith("#")
+    )
+
+
 def _validate(plan: str) -> None:
     parse_plan(plan, source="draft.yaml", now=datetime.now(UTC))
 
@@ -159,6 +166,10 @@ def test_an_aks_cluster_is_drafted_through_arm_at_the_version_aks_offers_pool_by
         "on 1.25.11, and AKS offers 1.25.15, 1.26.6, 1.26.10" in header
     )
     assert "node group" not in plan.replace("node group labels", "")
+    # Its pools' nodes by the label AKS writes on them, as the sim's AKS nodes carry it.
+    said = _comments(plan)
+    assert "Agent pool apps (nodes labelled kubernetes.azure.com/agentpool=apps;" in said
+    assert "labelled eks.amazonaws.com" not in said
     assert not [a for steps in actions.values() for a in steps if "drain" in a or "eks-update-nodegroup" in a]
     _validate(plan)
 
@@ -199,6 +210,10 @@ def test_a_gke_cluster_is_drafted_through_gkes_api_at_a_valid_master_version_poo
         "GKE offers 1.30.5-gke.1014001, 1.30.4-gke.1348000, 1.29.9-gke.1177000 (its own pick: 1.30.4-gke.1348000)"
         in _header(plan)
     )
+    # Its pools' nodes by the label GKE writes on them, as the sim's GKE nodes carry it.
+    said = _comments(plan)
+    assert "Node pool apps (nodes labelled cloud.google.com/gke-nodepool=apps;" in said
+    assert "labelled eks.amazonaws.com" not in said
     _validate(plan)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import functools
+from collections.abc import Mapping
 from typing import Any
 
 from bot.sim.apiserver.api import DeleteOptions
@@ -33,10 +34,27 @@ STATUS_REPORT_SECONDS = 300.0
 POD_GC_QUARANTINE = 40.0
 LEASES = KINDS_BY_KEY["leases.coordination.k8s.io"]
 NODES = KINDS_BY_KEY["nodes"]
+#: The label a node names its group with: EKS's managed node groups' (the default, and a generic
+#: cluster's), or, as the cloud writes it, an AKS agent pool's or a GKE node pool's.
 NODE_GROUP_LABEL = "eks.amazonaws.com/nodegroup"
+GROUP_LABELS = {"aks": "kubernetes.azure.com/agentpool", "gke": "cloud.google.com/gke-nodepool"}
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
+
+
+def group_label(platform: str) -> str:
+    """The label the platform's nodes name their group with."""
+    return GROUP_LABELS.get(platform, NODE_GROUP_LABEL)
+
+
+def group_of(labels: Mapping[str, str]) -> str:
+    """The group a node's labels name, whichever platform wrote them ("" for none)."""
+    for key in (NODE_GROUP_LABEL, *GROUP_LABELS.values()):
+        if key in labels:
+            return str(labels[key])
+    return ""
+
 
 _PRESSURE = (
     ("MemoryPressure", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
@@ -119,7 +137,7 @@ class NodeLifecycle:
             return cached[1]
         info = (e.obj().get("status") or {}).get("nodeInfo") or {}
         facts = NodeFacts(
-            group=e.labels.get(NODE_GROUP_LABEL, ""),
+            group=group_of(e.labels),
             kubelet=str(info.get("kubeletVersion", "")),
             fargate=e.labels.get("eks.amazonaws.com/compute-type") == "fargate",
         )

@@ -39,7 +39,14 @@ from bot.sim.apiserver.resources import KINDS_BY_KEY, KNOWN_DEPRECATED_BY_GV, Ca
 from bot.sim.apiserver.store import DELETED, Record
 from bot.sim.controllers.engine import Engine
 from bot.sim.controllers.events import Recorder
-from bot.sim.controllers.nodes import NODE_GROUP_LABEL, NodeLifecycle, node_conditions, node_ready_event
+from bot.sim.controllers.nodes import (
+    GROUP_LABELS,
+    NodeLifecycle,
+    group_label,
+    group_of,
+    node_conditions,
+    node_ready_event,
+)
 from bot.sim.controllers.scheduler import Scheduler
 
 Obj = dict[str, Any]
@@ -161,6 +168,7 @@ class Cloud:
         *,
         platform: str = "eks",
         region: str = "ap-northeast-1",
+        cluster: str = "cluster",
     ) -> None:
         self.engine = engine
         self.api = engine.api
@@ -170,6 +178,10 @@ class Cloud:
         self.metrics = metrics
         self.platform = platform
         self.region = region
+        #: The cluster's name as its cloud knows it (a GKE node's name carries it).
+        self.cluster = cluster
+        #: Each pool's next instance number (an AKS scale set's VMs count up, never reused).
+        self._instances: dict[str, itertools.count[int]] = {}
         self.groups: dict[str, NodeGroupSpec] = {}
         self.fargate: list[FargateProfile] = []
         self.operations: list[Operation] = []
@@ -220,28 +232,19 @@ class Cloud:
         n = next(self._hosts)
         zone = f"{self.region}{group.zones[n % len(group.zones)]}"
         ip = f"10.0.{(n // 250) % 250}.{n % 250 + 2}"
-        name = f"ip-{ip.replace('.', '-')}.{self.region}.compute.internal"
         ids = self.engine.ids
-        instance = f"i-0{ids.hex(16)}"
-        ami = (
-            group.ami
-            or f"ami-0{hashlib.sha1((group.name + (version or group.version)).encode()).hexdigest()[:16]}"
-        )
+        name, own, provider_id = self._as_cloud_names(group, ip=ip, zone=zone, version=version)
         labels = {
             "beta.kubernetes.io/arch": "amd64",
             "beta.kubernetes.io/instance-type": group.instance_type,
             "beta.kubernetes.io/os": "linux",
-            "eks.amazonaws.com/capacityType": "ON_DEMAND",
-            NODE_GROUP_LABEL: group.name,
-            "eks.amazonaws.com/nodegroup-image": ami,
+            **own,
             "failure-domain.beta.kubernetes.io/region": self.region,
             "failure-domain.beta.kubernetes.io/zone": zone,
-            "k8s.io/cloud-provider-aws": hashlib.sha1(self.region.encode()).hexdigest()[:32],
             "kubernetes.io/arch": "amd64",
             "kubernetes.io/hostname": name,
             "kubernetes.io/os": "linux",
             "node.kubernetes.io/instance-type": group.instance_type,
-            "topology.ebs.csi.aws.com/zone": zone,
             "topology.kubernetes.io/region": self.region,
             "topology.kubernetes.io/zone": zone,
             **group.labels,
@@ -255,7 +258,7 @@ class Cloud:
             "pods": str(group.capacity.get("pods", "58")),
         }
         allocatable = dict(capacity, **{"ephemeral-storage": "76224326324"})
-        spec: Obj = {"providerID": f"aws:///{zone}/{instance}"}
+        spec: Obj = {"providerID": provider_id}
         if group.taints:
             spec["taints"] = [dict(t) for t in group.taints]
         return {
@@ -275,10 +278,8 @@ class Cloud:
                 "conditions": node_conditions(now, ready),
                 "addresses": [
                     {"type": "InternalIP", "address": ip},
-                    {
-                        "type": "InternalDNS",
-                        "address": f"ip-{ip.replace('.', '-')}.{self.region}.compute.internal",
-                    },
+                    # EC2's private DNS name; AKS and GKE nodes have none.
+                    *([] if self.platform in GROUP_LABELS else [{"type": "InternalDNS", "address": name}]),
                     {"type": "Hostname", "address": name},
                 ],
                 "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
@@ -296,6 +297,41 @@ class Cloud:
                 },
             },
         }
+
+    def _as_cloud_names(
+        self, group: NodeGroupSpec, *, ip: str, zone: str, version: str | None
+    ) -> tuple[str, dict[str, str], str]:
+        """A new node's name, the labels its cloud writes (its group's among them) and its
+        providerID, as the platform's nodes have them: EKS's (and a generic cluster's)
+        `ip-10-0-0-12.REGION.compute.internal`; an AKS scale set's `aks-POOL-12345678-vmss00000a`;
+        a GKE instance group's `gke-CLUSTER-POOL-1a2b3c4d-x7k2`."""
+        ids = self.engine.ids
+        label = {group_label(self.platform): group.name}
+        if self.platform == "aks":
+            digits = str(int(hashlib.sha1(f"{self.cluster}/{group.name}".encode()).hexdigest(), 16))[:8]
+            count = self._instances.setdefault(group.name, itertools.count())
+            name = f"aks-{group.name}-{digits}-vmss{_base36(next(count)):0>6}"
+            label["agentpool"] = group.name
+            label["kubernetes.azure.com/cluster"] = f"MC_{self.cluster}_{self.region}"
+            return name, label, f"azure:///virtualMachineScaleSets/aks-{group.name}-{digits}-vmss/{name}"
+        if self.platform == "gke":
+            digits = hashlib.sha1(f"{self.cluster}/{group.name}/{zone}".encode()).hexdigest()[:8]
+            name = f"gke-{self.cluster[:20]}-{group.name[:20]}-{digits}-{ids.hex(4)}"
+            return name, label, f"gce://{self.cluster}/{zone}/{name}"
+        ami = (
+            group.ami
+            or f"ami-0{hashlib.sha1((group.name + (version or group.version)).encode()).hexdigest()[:16]}"
+        )
+        label.update(
+            {
+                "eks.amazonaws.com/capacityType": "ON_DEMAND",
+                "eks.amazonaws.com/nodegroup-image": ami,
+                "k8s.io/cloud-provider-aws": hashlib.sha1(self.region.encode()).hexdigest()[:32],
+                "topology.ebs.csi.aws.com/zone": zone,
+            }
+        )
+        name = f"ip-{ip.replace('.', '-')}.{self.region}.compute.internal"
+        return name, label, f"aws:///{zone}/i-0{ids.hex(16)}"
 
     def add_node(self, group: str, *, ready: bool = True, version: str | None = None) -> str:
         spec = self.groups[group]
@@ -325,7 +361,7 @@ class Cloud:
         node_ready_event(self.events, node, name)
 
     def nodes_of(self, group: str) -> list[Obj]:
-        return [e.obj() for e in self.api.store.entries("nodes") if e.labels.get(NODE_GROUP_LABEL) == group]
+        return [e.obj() for e in self.api.store.entries("nodes") if group_of(e.labels) == group]
 
     def terminate(self, name: str) -> None:
         """The instance goes away: its Node object is deleted (pods on it are collected by the pod GC)."""
@@ -711,3 +747,14 @@ class _Replacement:
             )
             return
         cloud.engine.after(DRAIN_POLL, lambda: self.await_drain(since), key=("op", op.id))
+
+
+def _base36(n: int) -> str:
+    """`n` in base 36, as an AKS scale set numbers its VMs (`vmss00000a` follows `vmss000009`)."""
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    out = ""
+    while True:
+        n, r = divmod(n, 36)
+        out = digits[r] + out
+        if n == 0:
+            return out

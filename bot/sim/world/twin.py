@@ -29,12 +29,14 @@ from typing import Any
 import yaml
 
 from bot.sim.apiserver.resources import GA_VERSIONS, KINDS, KNOWN_DEPRECATED_BY_GV
-from bot.sim.controllers.nodes import NODE_GROUP_LABEL
+from bot.sim.controllers.nodes import NODE_GROUP_LABEL, group_label
 from bot.sim.world.cloud import FIRST_HOST
 
 Obj = dict[str, Any]
 _BASE = {"default", "kube-system", "kube-public", "kube-node-lease"}
-_VERSION = re.compile(r"v?(\d+\.\d+\.\d+)")
+#: A version in a gitVersion or a kubelet's version, with GKE's build when it has one
+#: (`v1.29.8-gke.1031000`: the twin serves it as GKE does; EKS's `-eks-…` is the platform's own).
+_VERSION = re.compile(r"v?(\d+\.\d+\.\d+(?:-gke\.\d+)?)")
 _KINDS = ("Deployment", "StatefulSet", "DaemonSet")
 #: Images of containers a webhook injects: seen in the pods, not in the workload's template.
 _SIDECARS = ("proxyv2", "vault", "envoy", "linkerd")
@@ -234,7 +236,17 @@ def scenario_from_snapshot(snap: Mapping[str, Any], *, name: str | None = None) 
     node_groups, group_of, fargate_nodes, eks, version = _node_groups(snap)
     placement, pods_of, on_fargate = _workload_pods(snap, group_of, fargate_nodes)
     taints_of = {g["name"]: g.get("taints") or [] for g in node_groups}
-    made = _Workloads(pods_of, placement, on_fargate, group_of, taints_of, eks and bool(fargate_nodes))
+    # A GKE cluster's /version names GKE's build (`v1.29.8-gke.1031000`): its twin serves it so.
+    platform = "eks" if eks else "gke" if "-gke." in version else "generic"
+    made = _Workloads(
+        pods_of,
+        placement,
+        on_fargate,
+        group_of,
+        taints_of,
+        eks and bool(fargate_nodes),
+        group_label(platform),
+    )
     for w in snap.get("workloads") or []:
         made.add(w)
     objects = made.objects
@@ -254,7 +266,7 @@ def scenario_from_snapshot(snap: Mapping[str, Any], *, name: str | None = None) 
         ),
         "cluster": {
             "version": version,
-            "platform": "eks" if eks else "generic",
+            "platform": platform,
             **_served(snap),
             **_placed(snap, node_groups),
             "warmup": "2m",
@@ -326,10 +338,13 @@ class _Workloads:
         group_of: Mapping[str, str],
         taints_of: Mapping[str, Any],
         fargate_cluster: bool,
+        group_label: str = NODE_GROUP_LABEL,
     ) -> None:
         # Where the snapshot saw the pods (from `_workload_pods`) and what the node groups offer.
         self._pods_of, self._placement, self._on_fargate = pods_of, placement, on_fargate
         self._group_of, self._taints_of, self._fargate_cluster = group_of, taints_of, fargate_cluster
+        #: The label the twin's nodes name their group with (its platform's).
+        self._group_label = group_label
         self.objects: list[Obj] = []
         self.fargate_profiles: list[Obj] = []
         self.faults: list[Obj] = []
@@ -366,7 +381,13 @@ class _Workloads:
                     self.placements[f"{kind}/{ns}/{wname}"] = nodes
         else:
             pod_spec, labels, selector = _made_up_pod(
-                kind, w, pods, key in self._on_fargate, self._placement.get(key), self._taints_of
+                kind,
+                w,
+                pods,
+                key in self._on_fargate,
+                self._placement.get(key),
+                self._taints_of,
+                self._group_label,
             )
         self.selectors[ns, wname] = selector
         if key in self._on_fargate and kind != "DaemonSet":
@@ -772,6 +793,7 @@ def _made_up_pod(
     on_fargate: bool,
     placement: Counter[str] | None,
     taints_of: Mapping[str, list[Obj]],
+    group_label: str,
 ) -> tuple[Obj, Obj, Obj]:
     """A snapshot taken before the bot recorded pod templates: labels `app: NAME`, placement on the
     group most of the pods ran on, and the sidecars seen in the pods added to the template."""
@@ -789,7 +811,7 @@ def _made_up_pod(
         pod_spec["tolerations"] = [{"operator": "Exists"}]
     elif not on_fargate and placement:
         group = placement.most_common(1)[0][0]
-        pod_spec["nodeSelector"] = {NODE_GROUP_LABEL: group}
+        pod_spec["nodeSelector"] = {group_label: group}
         tolerations = [
             {k: v for k, v in {**t, "operator": "Equal"}.items() if k != "value" or v}
             for t in taints_of.get(group, [])

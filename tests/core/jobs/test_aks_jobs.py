@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from bot.adapters.kube import Cluster
+from bot.core.clusters import DEFAULT_NODE_GROUP_LABELS
 from bot.core.jobs import preview
 from bot.core.jobs.aks import AksUpgradeControlPlaneJob, AksUpgradeNodepoolJob
 from bot.core.jobs.base import Decision, Job
@@ -24,7 +25,8 @@ from tests.support.azure import aks_provider, aks_scenario, azure_calls
 from tests.support.budgets import hold_a_pod
 from tests.support.jobs import JobDriver
 
-LABELS = ("eks.amazonaws.com/nodegroup",)
+#: The bot's own default node-group labels: the sim's nodes carry their cloud's pool label.
+LABELS = DEFAULT_NODE_GROUP_LABELS
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from bot.adapters.kube import Cluster
+from bot.core.clusters import DEFAULT_NODE_GROUP_LABELS
 from bot.core.jobs import preview
 from bot.core.jobs.base import Decision, Job
 from bot.core.jobs.gke import GkeUpdateNodepoolJob, check_nodepool
@@ -25,7 +26,8 @@ from tests.support.budgets import hold_a_pod
 from tests.support.gcp import gke_calls, gke_provider
 from tests.support.jobs import JobDriver
 
-LABELS = ("eks.amazonaws.com/nodegroup",)
+#: The bot's own default node-group labels: the sim's nodes carry their cloud's pool label.
+LABELS = DEFAULT_NODE_GROUP_LABELS
 TARGET = "1.30.4-gke.1348000"
 OLD = "1.29.8-gke.1031000"
 
