@@ -5,6 +5,7 @@ ARM's errors as the port's."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -83,3 +84,20 @@ def test_arm_refusals_become_the_ports_errors_with_arms_subcode(
     with pytest.raises(aks.AzureError) as missing:
         adapter.node_pool("gpu")
     assert (missing.value.code, missing.value.status) == ("NotFound", 404)
+
+
+def test_the_deprecated_api_insight_says_the_overrides_end_as_the_posts_say_times(
+    sim_factory: Callable[..., SimCluster],
+) -> None:
+    sim = sim_factory(aks_scenario(api_block=False), speed=0.0, seed=1)
+    provider = connect(aks_provider(sim))
+    (before,) = provider.upgrade_insights("1.26.6")
+    assert before.status == "UNKNOWN"
+    # ARM's override ends by a wall-clock time (the adapter compares it with now): an hour ahead.
+    until = (datetime.now(UTC) + timedelta(hours=1)).replace(second=0, microsecond=0)
+    provider.update_control_plane("1.25.11", token="", force=True, until=until.strftime("%Y-%m-%dT%H:%M:%SZ"))
+    (insight,) = provider.upgrade_insights("1.26.6")
+    assert insight.status == "WARNING"
+    assert insight.reason == (
+        f"the override is set until {until:%Y-%m-%d %H:%M} UTC: AKS does not block on deprecated-API usage"
+    )

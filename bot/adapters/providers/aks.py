@@ -46,6 +46,7 @@ from bot.records import (
     SubnetCapacity,
     Versions,
 )
+from bot.timetext import said_time
 
 Obj = dict[str, Any]
 
@@ -222,7 +223,7 @@ class Aks:
                 name="Deprecated API usage (AKS's upgrade block)",
                 status="WARNING" if active else "UNKNOWN",
                 reason=(
-                    f"the override is set until {until}: AKS does not block on deprecated-API usage"
+                    f"the override is set until {said_time(until)}: AKS does not block on deprecated-API usage"
                     if active
                     else "AKS refuses a minor upgrade after usage of an API the target removes in the last 12 hours"
                 ),
