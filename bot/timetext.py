@@ -5,7 +5,11 @@ these) and its adapters (a GKE maintenance window's first span) say them the sam
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
+
+#: An ISO 8601 duration of hours, minutes and seconds, as GKE gives a daily window's (`PT4H0M0S`).
+_DURATION = re.compile(r"PT(?:(\d+)H)?(?:(\d+)M)?(?:(\d+)S)?", re.IGNORECASE)
 
 
 def said_time(text: str) -> str:
@@ -26,3 +30,14 @@ def said_span(start: str, end: str) -> str:
     if begins.endswith(" UTC") and ends.endswith(" UTC"):
         return f"{begins.removesuffix(' UTC')} – {ends}"
     return f"{begins} – {ends}"
+
+
+def said_duration(text: str) -> str:
+    """An ISO 8601 duration (`PT4H0M0S`, `PT30M`) as the bot says spans, `4h`, `30m`, `1h30m`; a
+    text that is not one is given back as it is."""
+    match = _DURATION.fullmatch(str(text).strip())
+    if match is None or not any(match.groups()):
+        return str(text)
+    hours, minutes, seconds = (int(part or 0) for part in match.groups())
+    parts = [f"{n}{unit}" for n, unit in ((hours, "h"), (minutes, "m"), (seconds, "s")) if n]
+    return "".join(parts) or "0s"

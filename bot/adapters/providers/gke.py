@@ -48,7 +48,7 @@ from bot.records import (
     SubnetCapacity,
     Versions,
 )
-from bot.timetext import said_span
+from bot.timetext import said_duration, said_span
 
 Obj = dict[str, Any]
 
@@ -196,7 +196,8 @@ class Gke:
             windows.append(f"recurring {recurring.get('recurrence', '?')}, first {first}")
         daily = window.get("dailyMaintenanceWindow") or {}
         if daily:
-            windows.append(f"daily at {daily.get('startTime', '?')} UTC for {daily.get('duration', '?')}")
+            lasting = said_duration(str(daily.get("duration", "?")))
+            windows.append(f"daily at {daily.get('startTime', '?')} UTC for {lasting}")
         exclusions = tuple(
             MaintenanceExclusion(
                 name=str(name),
