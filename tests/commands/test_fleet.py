@@ -84,12 +84,16 @@ def test_the_status_says_when_the_soak_began_as_a_slack_date_not_escaped(bot: Se
     assert ok, status
     since = f"(since <!date^{int(T0.timestamp())}^{{time}}|2026-12-01 05:00 UTC>)"
     assert f"Soak 0s of 1h {since}" in status
-    # A verb's answer carries the status too, under its own words, the date still a date.
+    # A verb's answer carries the status too, under its own words, the date still a date. A pause
+    # stops the soak (nothing judges a paused fleet's evidence); the resume starts it again.
     ok, said = _say(bot, "fleet pause --reason lunch <!channel>")
     assert ok, said
     assert said.startswith("Fleet `F")
-    assert since in said
+    assert "Soak 1h stopped (alerts); `fleet resume` starts it again" in said
     assert "paused by <@U0PRIMARY>: lunch &lt;!channel&gt;" in said
+    ok, said = _say(bot, "fleet resume")
+    assert ok, said
+    assert f"Soak 0s of 1h {since}" in said
 
 
 def test_someone_outside_the_fleets_roster_is_refused(bot: Services) -> None:

@@ -480,8 +480,16 @@ def pause(fleet: Fleet, *, actor: str, reason: str) -> Outcome:
     if fleet.state != ACTIVE:
         return _refuse(fleet, f"the fleet is {fleet.state}, not active")
     why = f"paused by {actor}" + (f": {reason}" if reason else "")
+    # Nothing judges a paused fleet's evidence, so its soak's clock stops: time nobody watched is not
+    # soaked (the card said "…, passing" all through a pause), and `resume` soaks again from zero, as
+    # after a failed soak.
     return Outcome(
-        fleet=replace(fleet, state=PAUSED, reason=why),
+        fleet=replace(
+            fleet,
+            state=PAUSED,
+            reason=why,
+            soak_started_at=None if fleet.phase == SOAKING else fleet.soak_started_at,
+        ),
         events=(FleetEvent(kind="fleet_paused", actor=actor, detail=why, stage=fleet.current.stage.name),),
     )
 

@@ -234,6 +234,24 @@ def test_evidence_failing_during_the_soak_pauses_and_resume_soaks_again_from_zer
     assert _advance(fleet, at=T0 + timedelta(minutes=110)).fleet.phase == M.AFTER
 
 
+def test_a_pause_during_the_soak_stops_its_clock_and_resume_soaks_again_from_zero() -> None:
+    """Nothing judges a paused fleet's evidence: the card said "Soak 50m of 1h … passing" through a
+    pause, and a resume after the hour went straight to the after gate, the paused time counted as
+    watched. The soak stops at the pause, says so, and starts again at the resume."""
+    fleet = _advance(_fleet(CANARY_AND_LAB)).fleet
+    fleet = _advance(fleet, {"canary": M.SUCCEEDED}).fleet
+    fleet = M.pause(fleet, actor="U0PRIMARY", reason="checking a dashboard").fleet
+    assert fleet.state == M.PAUSED
+    assert M.soaking_with_evidence(fleet) == ()
+    assert render.soak_line(fleet, T0 + timedelta(minutes=50)) == (
+        ":stopwatch: Soak 1h stopped (alerts); `fleet resume` starts it again"
+    )
+    out = M.resume(fleet, actor="U0PRIMARY", now=T0 + timedelta(minutes=90))
+    assert [(e.kind, e.detail) for e in out.events][-1] == ("soak_started", "again, from zero")
+    assert _advance(out.fleet, at=T0 + timedelta(minutes=120)).fleet.phase == M.SOAKING
+    assert _advance(out.fleet, at=T0 + timedelta(minutes=150)).fleet.phase == M.AFTER
+
+
 def test_a_before_gate_holds_the_stage_and_a_stranger_cannot_open_it() -> None:
     fleet = _fleet("  - {name: canary, clusters: [canary], before: {any_of: [coordinator]}}\n")
     assert _advance(fleet).starts == ()
