@@ -567,52 +567,46 @@ def _unread_line(a: AlertsView, markup: bool) -> str:
     return f":grey_question: Inconclusive — {_t(a.unavailable[:300], markup)}"
 
 
+def _alerts_lines(a: AlertsView, *, markup: bool, zone: str | None = None) -> list[str]:
+    """The alerts' part of the evidence: the summary, why they are not measured, each new alert
+    and each gone one (times as Slack dates when there is a `zone`)."""
+    lines = [f":rotating_light: *{alerts_summary(a, markup=markup, zone=zone)}*"]
+    if a.no_source:
+        lines.append(f":heavy_minus_sign: {_t(a.no_source, markup)}")
+    if a.unavailable:
+        lines.append(_unread_line(a, markup))
+    lines.extend(alert_lines(a, markup=markup, zone=zone))
+    lines.extend(gone_lines(a, markup=markup, zone=zone))
+    return lines
+
+
+def _analyses_lines(analyses: Sequence[AnalysisView], *, markup: bool) -> list[str]:
+    """The analyses' part of the evidence: the first `ANALYSES_SHOWN`, and how many more."""
+    lines = [line for an in analyses[:ANALYSES_SHOWN] for line in analysis_lines(an, markup=markup)]
+    if len(analyses) > ANALYSES_SHOWN:
+        lines.append(f"…and {len(analyses) - ANALYSES_SHOWN} more analyses (the run report has them all)")
+    return lines
+
+
 def evidence_text(view: EvidenceView, *, markup: bool = True) -> list[str]:
     """The evidence as mrkdwn lines (the gate's section, the thread, the announcement)."""
-    lines: list[str] = []
-    if view.alerts is not None:
-        a = view.alerts
-        lines.append(f":rotating_light: *{alerts_summary(a, markup=markup)}*")
-        if a.no_source:
-            lines.append(f":heavy_minus_sign: {_t(a.no_source, markup)}")
-        if a.unavailable:
-            lines.append(_unread_line(a, markup))
-        lines.extend(alert_lines(a, markup=markup))
-        lines.extend(gone_lines(a, markup=markup))
-    for an in view.analyses[:ANALYSES_SHOWN]:
-        lines.extend(analysis_lines(an, markup=markup))
-    if len(view.analyses) > ANALYSES_SHOWN:
-        lines.append(
-            f"…and {len(view.analyses) - ANALYSES_SHOWN} more analyses (the run report has them all)"
-        )
-    return lines
+    lines = _alerts_lines(view.alerts, markup=markup) if view.alerts is not None else []
+    return lines + _analyses_lines(view.analyses, markup=markup)
 
 
 def evidence_blocks(view: EvidenceView, zone: str = "UTC") -> list[dict[str, Any]]:
     """The gate's evidence blocks: a section for the alerts (the summary and each new alert) and
     one for the analyses, each within Slack's section limit; at most 3 blocks. Times are Slack
     dates, the plan's `zone` their fallback."""
-    blocks: list[dict[str, Any]] = []
-    markup = True
-    if view.alerts is not None:
-        a = view.alerts
-        lines = [f":rotating_light: *{alerts_summary(a, markup=markup, zone=zone)}*"]
-        if a.no_source:
-            lines.append(f":heavy_minus_sign: {_t(a.no_source, markup)}")
-        if a.unavailable:
-            lines.append(_unread_line(a, markup))
-        lines.extend(alert_lines(a, zone=zone))
-        lines.extend(gone_lines(a, zone=zone))
-        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": _fit_lines(lines)}})
-    if view.analyses:
-        lines = []
-        for an in view.analyses[:ANALYSES_SHOWN]:
-            lines.extend(analysis_lines(an))
-        if len(view.analyses) > ANALYSES_SHOWN:
-            lines.append(
-                f"…and {len(view.analyses) - ANALYSES_SHOWN} more analyses (the run report has them all)"
-            )
-        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": _fit_lines(lines)}})
+    sections = [
+        _alerts_lines(view.alerts, markup=True, zone=zone) if view.alerts is not None else [],
+        _analyses_lines(view.analyses, markup=True),
+    ]
+    blocks: list[dict[str, Any]] = [
+        {"type": "section", "text": {"type": "mrkdwn", "text": _fit_lines(lines)}}
+        for lines in sections
+        if lines
+    ]
     if blocks:
         blocks.insert(0, {"type": "context", "elements": [{"type": "mrkdwn", "text": "*Evidence*"}]})
     return blocks
