@@ -42,6 +42,33 @@ class StoreBase:
         with _wrap_errors(), self.engine.connect() as conn:
             return [convert(r) for r in conn.execute(query).mappings()]
 
+    def _newest_of_step(
+        self, table: sa.Table, run_id: str, step_id: str, convert: Callable[[Any], R]
+    ) -> R | None:
+        """The newest row of `table` (a job, a watch) that a run's step started, as `convert` makes
+        it (a resumed step continues the same one); None when it started none."""
+        query = (
+            sa.select(table)
+            .where(table.c.run_id == run_id, table.c.step_id == step_id)
+            .order_by(table.c.id.desc())
+            .limit(1)
+        )
+        with _wrap_errors(), self.engine.connect() as conn:
+            row = conn.execute(query).mappings().first()
+        return convert(row) if row else None
+
+    def _heartbeat(self, table: sa.Table, row_id: int, *, owner: str, now: datetime) -> bool:
+        """Keep driving the live row `row_id` of `table`: False when it is no longer `owner`'s."""
+        return self._changed_one(
+            table.update().where(_driven_by(table, row_id, owner)).values(heartbeat_at=_utc(now))
+        )
+
+
+def _driven_by(table: sa.Table, row_id: int, owner: str) -> sa.ColumnElement[bool]:
+    """The live row `row_id` of `table` (a job, a watch) while `owner` drives it: the fence that
+    every write by its driver goes through."""
+    return sa.and_(table.c.id == row_id, table.c.owner == owner[:64], table.c.state == "live")
+
 
 def _maybe_utc(value: datetime | None) -> datetime | None:
     return _utc(value) if value is not None else None

@@ -12,7 +12,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from bot.adapters.store.audit import _insert_audit
-from bot.adapters.store.base import StoreBase, _from_row, _maybe_utc, _utc, _wrap_errors
+from bot.adapters.store.base import StoreBase, _driven_by, _from_row, _maybe_utc, _utc, _wrap_errors
 from bot.adapters.store.messages import _insert_outbox
 from bot.adapters.store.schema import jobs, run_messages, runs
 from bot.errors import PermanentError
@@ -75,15 +75,7 @@ class Jobs(StoreBase):
 
     def job_of_step(self, run_id: str, step_id: str) -> JobRow | None:
         """The newest job a run's step started (a resumed step continues the same one)."""
-        query = (
-            sa.select(jobs)
-            .where(jobs.c.run_id == run_id, jobs.c.step_id == step_id)
-            .order_by(jobs.c.id.desc())
-            .limit(1)
-        )
-        with _wrap_errors(), self.engine.connect() as conn:
-            row = conn.execute(query).mappings().first()
-        return _job_row(row) if row else None
+        return self._newest_of_step(jobs, run_id, step_id, _job_row)
 
     def claim_job(self, job_id: int, *, owner: str, now: datetime) -> bool:
         """Take a live job nobody drives (just started or resumed) to drive it; a job with an owner
@@ -96,11 +88,7 @@ class Jobs(StoreBase):
 
     def heartbeat_job(self, job_id: int, *, owner: str, now: datetime) -> bool:
         """Keep driving: False when the job is no longer ours (interrupted, ended)."""
-        return self._changed_one(
-            jobs.update()
-            .where(jobs.c.id == job_id, jobs.c.owner == owner[:64], jobs.c.state == "live")
-            .values(heartbeat_at=_utc(now))
-        )
+        return self._heartbeat(jobs, job_id, owner=owner, now=now)
 
     def interrupt_job(
         self,
@@ -118,7 +106,7 @@ class Jobs(StoreBase):
         with _wrap_errors(), self.engine.begin() as conn:
             result = conn.execute(
                 jobs.update()
-                .where(jobs.c.id == job_id, jobs.c.state == "live", jobs.c.owner == owner_was[:64])
+                .where(_driven_by(jobs, job_id, owner_was))
                 .values(state="interrupted", owner="", updated_at=_utc(at), detail=note)
             )
             if result.rowcount != 1:
@@ -177,11 +165,7 @@ class Jobs(StoreBase):
         if done is not None:
             values.update(state="done", ok=done[0], detail=done[1], ended_at=_utc(at))
         with _wrap_errors(), self.engine.begin() as conn:
-            result = conn.execute(
-                jobs.update()
-                .where(jobs.c.id == job_id, jobs.c.owner == owner[:64], jobs.c.state == "live")
-                .values(**values)
-            )
+            result = conn.execute(jobs.update().where(_driven_by(jobs, job_id, owner)).values(**values))
             if result.rowcount != 1:
                 return False
             _owe_posts(conn, subject, outbox, at)
@@ -196,9 +180,7 @@ class Jobs(StoreBase):
         (when it last moved) are left as they are. False when the job is not ours."""
         with _wrap_errors(), self.engine.begin() as conn:
             result = conn.execute(
-                jobs.update()
-                .where(jobs.c.id == job_id, jobs.c.owner == owner[:64], jobs.c.state == "live")
-                .values(card=card, heartbeat_at=_utc(at))
+                jobs.update().where(_driven_by(jobs, job_id, owner)).values(card=card, heartbeat_at=_utc(at))
             )
             if result.rowcount != 1:
                 return False

@@ -9,7 +9,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from bot.adapters.store.base import StoreBase, _from_row, _maybe_utc, _utc, _wrap_errors
+from bot.adapters.store.base import StoreBase, _driven_by, _from_row, _maybe_utc, _utc, _wrap_errors
 from bot.adapters.store.messages import _insert_outbox
 from bot.adapters.store.schema import watch_samples, watches
 from bot.records import WatchRow
@@ -44,15 +44,7 @@ class Watches(StoreBase):
         return self._rows(query, _watch_row)
 
     def watch_of_step(self, run_id: str, step_id: str) -> WatchRow | None:
-        query = (
-            sa.select(watches)
-            .where(watches.c.run_id == run_id, watches.c.step_id == step_id)
-            .order_by(watches.c.id.desc())
-            .limit(1)
-        )
-        with _wrap_errors(), self.engine.connect() as conn:
-            row = conn.execute(query).mappings().first()
-        return _watch_row(row) if row else None
+        return self._newest_of_step(watches, run_id, step_id, _watch_row)
 
     def claim_watch(self, watch_id: int, *, owner: str, now: datetime, stale_before: datetime) -> bool:
         """Take a live watch to drive it: True when it had no owner, was ours, or its owner's
@@ -74,11 +66,7 @@ class Watches(StoreBase):
 
     def heartbeat_watch(self, watch_id: int, *, owner: str, now: datetime) -> bool:
         """Keep driving: False when the watch is no longer ours (ended, or taken over)."""
-        return self._changed_one(
-            watches.update()
-            .where(watches.c.id == watch_id, watches.c.owner == owner[:64], watches.c.state == "live")
-            .values(heartbeat_at=_utc(now))
-        )
+        return self._heartbeat(watches, watch_id, owner=owner, now=now)
 
     def publish_watch(
         self,
@@ -100,9 +88,7 @@ class Watches(StoreBase):
             values.update(state="ended", ended_at=_utc(at), end_reason=end_reason)
         with _wrap_errors(), self.engine.begin() as conn:
             result = conn.execute(
-                watches.update()
-                .where(watches.c.id == watch_id, watches.c.owner == owner[:64], watches.c.state == "live")
-                .values(**values)
+                watches.update().where(_driven_by(watches, watch_id, owner)).values(**values)
             )
             if result.rowcount != 1:
                 return False
@@ -115,11 +101,7 @@ class Watches(StoreBase):
         """Record a live watch's unhealthy pods by class at `at`; False (nothing written) when the
         watch is not ours or already has `MAX_SAMPLES` samples."""
         with _wrap_errors(), self.engine.begin() as conn:
-            ours = conn.execute(
-                sa.select(watches.c.id).where(
-                    watches.c.id == watch_id, watches.c.owner == owner[:64], watches.c.state == "live"
-                )
-            ).first()
+            ours = conn.execute(sa.select(watches.c.id).where(_driven_by(watches, watch_id, owner))).first()
             if ours is None:
                 return False
             count = conn.execute(
