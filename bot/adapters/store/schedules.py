@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -34,14 +35,9 @@ class Schedules(StoreBase):
         A dedup key already stored (the same message scheduled twice) fails the whole insert
         with ConcurrentUpdate, so nothing half-scheduled remains.
         """
-        try:
-            with self.engine.begin() as conn:
-                schedule_id = _insert_schedule(conn, schedule, announcements)
-                _insert_audit(conn, audit)
-        except IntegrityError as exc:
-            raise ConcurrentUpdate("these announcements were scheduled already") from exc
-        except OperationalError as exc:
-            raise database_failed(exc) from exc
+        with self._scheduling() as conn:
+            schedule_id = _insert_schedule(conn, schedule, announcements)
+            _insert_audit(conn, audit)
         return schedule_id
 
     def add_announcement(self, announcement: AnnouncementRow) -> int | None:
@@ -260,23 +256,30 @@ class Schedules(StoreBase):
         ConcurrentUpdate when the old one is no longer pending (someone moved, cancelled or
         started it first) — nothing is changed then.
         """
+        with self._scheduling() as conn:
+            moved = conn.execute(
+                schedules.update()
+                .where(schedules.c.id == schedule_id, schedules.c.state == "scheduled")
+                .values(state="moved")
+            )
+            if moved.rowcount != 1:
+                raise ConcurrentUpdate(f"schedule #{schedule_id} is no longer pending")
+            withdrawn = _withdraw_announcements(conn, schedule_id, reason=reason, at=at)
+            new_id = _insert_schedule(conn, replacement, announcements)
+            _insert_audit(conn, audit)
+        return new_id, withdrawn
+
+    @contextlib.contextmanager
+    def _scheduling(self) -> Iterator[Connection]:
+        """One transaction that inserts a schedule and its announcements: a dedup key already
+        stored (the same message scheduled twice) fails it whole with ConcurrentUpdate."""
         try:
             with self.engine.begin() as conn:
-                moved = conn.execute(
-                    schedules.update()
-                    .where(schedules.c.id == schedule_id, schedules.c.state == "scheduled")
-                    .values(state="moved")
-                )
-                if moved.rowcount != 1:
-                    raise ConcurrentUpdate(f"schedule #{schedule_id} is no longer pending")
-                withdrawn = _withdraw_announcements(conn, schedule_id, reason=reason, at=at)
-                new_id = _insert_schedule(conn, replacement, announcements)
-                _insert_audit(conn, audit)
+                yield conn
         except IntegrityError as exc:
             raise ConcurrentUpdate("these announcements were scheduled already") from exc
         except OperationalError as exc:
             raise database_failed(exc) from exc
-        return new_id, withdrawn
 
 
 def _withdraw_announcements(
