@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from bot.adapters.providers import not_importable
 from bot.errors import ProviderError, ProviderUnavailable
 from bot.records import (
     AksProvider,
@@ -405,12 +406,9 @@ CONNECT_TIMEOUT, READ_TIMEOUT = 5.0, 30.0
 def missing() -> str:
     """Why the AKS SDK cannot be imported, for people ("" when it can): what `connect` refuses
     with (azure-identity, needed for Azure's own endpoint only, is asked for there)."""
-    try:
-        import azure.core.exceptions
-        import azure.mgmt.containerservice  # noqa: F401
-    except ImportError as exc:
-        return f"azure-mgmt-containerservice is not installed ({EXTRA_HINT}): {exc}"
-    return ""
+    return not_importable(
+        "azure-mgmt-containerservice", EXTRA_HINT, "azure.core.exceptions", "azure.mgmt.containerservice"
+    )
 
 
 def connect(provider: AksProvider, *, update_within: float | None = None) -> Aks:

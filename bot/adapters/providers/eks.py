@@ -20,6 +20,7 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
+from bot.adapters.providers import not_importable
 from bot.errors import ProviderError, ProviderUnavailable
 from bot.records import (
     EksProvider,
@@ -429,12 +430,8 @@ def _service_models() -> Any:
 
 def missing() -> str:
     """Why boto3 cannot be imported, for people ("" when it can): what `connect` refuses with."""
-    try:
-        import boto3  # noqa: F401  (the extra: botocore comes with it)
-        import botocore.session  # noqa: F401
-    except ImportError as exc:
-        return f"boto3 is not installed ({EXTRA_HINT}): {exc}"
-    return ""
+    # The extra is boto3: botocore comes with it.
+    return not_importable("boto3", EXTRA_HINT, "boto3", "botocore.session")
 
 
 def connect(provider: EksProvider, *, update_within: float | None = None) -> Eks:

@@ -36,6 +36,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from bot.adapters.providers import not_importable
 from bot.errors import ProviderError, ProviderUnavailable
 from bot.records import (
     GkeProvider,
@@ -372,13 +373,13 @@ TIMEOUT = 30.0
 
 def missing() -> str:
     """Why the GKE SDK cannot be imported, for people ("" when it can): what `connect` refuses with."""
-    try:
-        import google.api_core.client_options
-        import google.auth.credentials
-        import google.cloud.container_v1  # noqa: F401
-    except ImportError as exc:
-        return f"google-cloud-container is not installed ({EXTRA_HINT}): {exc}"
-    return ""
+    return not_importable(
+        "google-cloud-container",
+        EXTRA_HINT,
+        "google.api_core.client_options",
+        "google.auth.credentials",
+        "google.cloud.container_v1",
+    )
 
 
 def connect(provider: GkeProvider, *, update_within: float | None = None) -> Gke:
