@@ -247,12 +247,8 @@ class AksUpgradeControlPlaneJob(_AksJob):
         if decision is not None and decision.choice_key.startswith(f"{BLOCKED}:"):
             return self._decided(progress, decision, what, now=now)
         if not self._started(progress):
-            if progress["from"] == target:
-                return self._nothing_to_do(
-                    progress, f"the control plane is already on {target}: nothing to upgrade"
-                )
             try:
-                return self._start(aks, progress, now=now, what=what)
+                return self._first_call(aks, progress, now=now, what=what, on="the control plane")
             except _Blocked as blocked:
                 return self._blocked(progress, blocked.reason, what)
         return self._follow_control_plane(cluster, aks, progress, now=now, what=what)
@@ -418,15 +414,8 @@ class AksUpgradeNodepoolJob(_AksJob):
         pool, target = progress["nodepool"], progress["target"]
         what = f"agent pool {pool} {progress['from']} → {target}"
         if not self._started(progress):
-            if progress["from"] == target:
-                return self._nothing_to_do(
-                    progress, f"agent pool {pool} is already on {target}: nothing to upgrade"
-                )
-            return self._start(aks, progress, now=now, what=what)
-        op = self._status(aks, progress)
-        counts = group_counts(self._nodes(cluster, pool), target)
-        new = {**progress, "status": op.status, "seen": counts}
-        done = f" — {counts['on_target']}/{counts['total']} node(s) Ready on {target}"
+            return self._first_call(aks, progress, now=now, what=what, on=f"agent pool {pool}")
+        op, counts, new, done = self._pool_read(cluster, aks, progress)
         ended = self._settled(progress, new, op, what, done=done) or self._gave_up(
             progress, new, op, what, now
         )

@@ -458,6 +458,28 @@ class OperationJob(CloudJob, abc.ABC):
             wait=POLL_SECONDS,
         )
 
+    def _first_call(
+        self, provider: Provider, progress: Progress, *, now: datetime, what: str, on: str
+    ) -> Tick:
+        """A job that has not called yet: done when `on` (what it upgrades, as people read it) was
+        on the target before it began, else the intent rule (`_start`)."""
+        if progress["from"] == progress["target"]:
+            return self._nothing_to_do(
+                progress, f"{on} is already on {progress['target']}: nothing to upgrade"
+            )
+        return self._start(provider, progress, now=now, what=what)
+
+    def _pool_read(
+        self, cluster: JobCluster, provider: Provider, progress: Progress
+    ) -> tuple[Operation, dict[str, int], Progress, str]:
+        """A pool's upgrade as it goes: its operation, its nodes' counts on the target, the progress
+        with both, and how a success shows (`_settled`'s `done`)."""
+        op = self._status(provider, progress)
+        target = progress["target"]
+        counts = group_counts(self._nodes(cluster, self._pool(progress)), target)
+        done = f" — {counts['on_target']}/{counts['total']} node(s) Ready on {target}"
+        return op, counts, {**progress, "status": op.status, "seen": counts}, done
+
     def _started(self, progress: Progress) -> bool:
         """Whether the call was made (or found): the job now follows what it started."""
         return bool(progress.get("operation") or progress.get("following"))

@@ -202,9 +202,7 @@ class GkeUpdateMasterJob(_GkeJob):
         target = progress["target"]
         what = f"control plane {progress['from']} → {target}"
         if not self._started(progress):
-            if progress["from"] == target:
-                return self._nothing_to_do(progress, f"the master is already on {target}: nothing to upgrade")
-            return self._start(gke, progress, now=now, what=what)
+            return self._first_call(gke, progress, now=now, what=what, on="the master")
         return self._follow_control_plane(cluster, gke, progress, now=now, what=what)
 
 
@@ -310,15 +308,8 @@ class GkeUpdateNodepoolJob(_GkeJob):
         if progress.get("rollback"):
             return self._rolling_back(cluster, gke, progress, what, now=now)
         if not self._started(progress):
-            if progress["from"] == progress["target"]:
-                return self._nothing_to_do(
-                    progress, f"node pool {pool} is already on {progress['target']}: nothing to upgrade"
-                )
-            return self._start(gke, progress, now=now, what=what)
-        op = self._status(gke, progress)
-        counts = group_counts(self._nodes(cluster, pool), progress["target"])
-        new = {**progress, "status": op.status, "seen": counts}
-        done = f" — {counts['on_target']}/{counts['total']} node(s) Ready on {progress['target']}"
+            return self._first_call(gke, progress, now=now, what=what, on=f"node pool {pool}")
+        op, counts, new, done = self._pool_read(cluster, gke, progress)
         if progress["strategy"] == "blue-green" and not progress.get("soak_asked"):
             # The job was not following the operation through the whole soak (the bot was down):
             # GKE ended it on its own, and nobody was asked.
