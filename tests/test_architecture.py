@@ -809,7 +809,7 @@ def _calls(path: Path, function: str) -> set[str]:
 #: Who builds the bot: every front door and the test harness, by the one `assemble`.
 ASSEMBLERS = (
     ("bot/frontdoor/serve.py", "serve"),
-    ("bot/frontdoor/cli/exec.py", "_exec"),
+    ("bot/frontdoor/cli/exec.py", "answered"),
     ("bot/frontdoor/rehearse.py", "rehearsal_bot"),
     ("tests/support/front.py", "start_front"),
 )

@@ -22,7 +22,7 @@ from bot.frontdoor.cli.options import (
     verb_parser,
 )
 from bot.frontdoor.cli.output import for_terminal
-from bot.router import CommandRequest
+from bot.router import CommandRequest, Outcome
 from bot.settings import Settings
 
 #: The subcommands that only read the cluster (and their own snapshots): without a configuration
@@ -57,14 +57,11 @@ def _exec(settings: Settings, args: argparse.Namespace) -> int:
         # No configuration file, so no roster: only the read-only subcommands come here, and the
         # person at the terminal reads with their own kube credentials, as with kubectl.
         settings = replace(settings, roster={"terminal": (user,)})
-    services = assemble(settings)
-    try:
-        outcome = services.router.handle(
-            CommandRequest(text=args.text, user_id=user, channel_id=args.channel, source="terminal")
-        )
-        shown = for_terminal(outcome.rendered.text, services.store, services.directory, plain=args.plain)
-    finally:
-        services.close()
+    outcome, shown = answered(
+        settings,
+        CommandRequest(text=args.text, user_id=user, channel_id=args.channel, source="terminal"),
+        plain=args.plain,
+    )
     print(shown)
     out_dir = Path(args.out)
     for attachment in outcome.reply.files:
@@ -72,7 +69,23 @@ def _exec(settings: Settings, args: argparse.Namespace) -> int:
         target = out_dir / attachment.filename
         target.write_bytes(attachment.content)
         print(f"file: {target}")
+    return exit_status(outcome)
+
+
+def answered(settings: Settings, request: CommandRequest, *, plain: bool) -> tuple[Outcome, str]:
+    """`request` through the bot `assemble` builds: its outcome, and its reply as a terminal shows
+    it (people by name or `@U…`, local dates, emoji, no Slack markup; `plain`: ASCII)."""
+    services = assemble(settings)
+    try:
+        outcome = services.router.handle(request)
+        return outcome, for_terminal(outcome.rendered.text, services.store, services.directory, plain=plain)
+    finally:
+        services.close()
+
+
+def exit_status(outcome: Outcome) -> int:
+    """How a command run from the terminal exits, as the terminal command of the same name would:
+    `exec "check"` with Required findings is 3."""
     if outcome.ok:
-        # As the terminal command of the same name exits: `exec "check"` with Required findings is 3.
         return EXIT_FOUND if outcome.reply.found else EXIT_OK
     return EXIT_USAGE if outcome.audit_outcome == "usage" else EXIT_FAILED

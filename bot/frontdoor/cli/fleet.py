@@ -13,8 +13,8 @@ import sys
 from bot.errors import PlanInvalid
 from bot.frontdoor.assemble import assemble
 from bot.frontdoor.cli.config import configured
+from bot.frontdoor.cli.exec import answered, exit_status
 from bot.frontdoor.cli.options import (
-    EXIT_FAILED,
     EXIT_OK,
     EXIT_USAGE,
     Handler,
@@ -22,7 +22,6 @@ from bot.frontdoor.cli.options import (
     terminal_user,
     verb_parser,
 )
-from bot.frontdoor.cli.output import for_terminal
 from bot.router import CommandRequest
 from bot.settings import Settings
 
@@ -92,19 +91,14 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
         words.append("--failed")
     if getattr(args, "reason", None):
         words += ["--reason", args.reason]
-    services = assemble(settings)
-    try:
-        outcome = services.router.handle(
-            CommandRequest(text=shlex.join(words), user_id=args.as_user or terminal_user(), source="terminal")
-        )
-        # As `exec` prints a reply: people by name (or `@U…`), local dates, emoji, no Slack markup.
-        shown = for_terminal(outcome.rendered.text, services.store, services.directory, plain=args.plain)
-    finally:
-        services.close()
+    # As `exec` runs a command and prints its reply.
+    outcome, shown = answered(
+        settings,
+        CommandRequest(text=shlex.join(words), user_id=args.as_user or terminal_user(), source="terminal"),
+        plain=args.plain,
+    )
     print(shown)
-    if outcome.ok:
-        return EXIT_OK
-    return EXIT_USAGE if outcome.audit_outcome == "usage" else EXIT_FAILED
+    return exit_status(outcome)
 
 
 def _validate(settings: Settings, args: argparse.Namespace) -> int:
