@@ -40,6 +40,7 @@ from bot.frontdoor.slack.stepbuttons import (
     step_modal,
     submitted_reason,
     submitted_value,
+    text_input,
 )
 from bot.logsetup import log_context
 
@@ -225,14 +226,7 @@ def force_view(ref: ButtonRef, title: str, destructive: bool, channel: str) -> d
     )
     blocks = [heading, reason_input("Why force")]
     if destructive:
-        blocks.append(
-            {
-                "type": "input",
-                "block_id": "confirm",
-                "label": {"type": "plain_text", "text": f"Type {ref.step_id[:60]} to approve"},
-                "element": {"type": "plain_text_input", "action_id": "typed"},
-            }
-        )
+        blocks.append(text_input("confirm", f"Type {ref.step_id[:60]} to approve"))
     return step_modal(
         FORCE_CALLBACK, ref, channel, title="Approve with force", submit="Approve with force", blocks=blocks
     )
@@ -267,17 +261,11 @@ def confirm_view(ref: ButtonRef, title: str, channel: str) -> dict[str, Any]:
             f"by the bot. Type `{ref.step_id}` to approve it.",
         },
     }
-    typed = {
-        "type": "input",
-        "block_id": "confirm",
-        "label": {"type": "plain_text", "text": "Step id"},
-        "element": {"type": "plain_text_input", "action_id": "typed"},
-    }
     return step_modal(
         CONFIRM_CALLBACK,
         ref,
         channel,
         title="Confirm destructive step",
         submit="Approve",
-        blocks=[heading, typed],
+        blocks=[heading, text_input("confirm", "Step id")],
     )

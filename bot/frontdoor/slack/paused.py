@@ -49,6 +49,7 @@ from bot.frontdoor.slack.stepbuttons import (
     step_modal,
     submitted_reason,
     submitted_value,
+    text_input,
 )
 from bot.router import CommandRequest, Router
 from bot.settings import Settings
@@ -324,12 +325,7 @@ def waive_view(ref: ButtonRef, title: str, findings: tuple[str, ...], channel: s
             "options": [{"text": {"type": "plain_text", "text": f}, "value": f} for f in findings[:100]],
         },
     }
-    duration = {
-        "type": "input",
-        "block_id": "duration",
-        "label": {"type": "plain_text", "text": f"For how long (like 14d; at most {WAIVE_LONGEST})"},
-        "element": {"type": "plain_text_input", "action_id": "typed", "max_length": 10},
-    }
+    duration = text_input("duration", f"For how long (like 14d; at most {WAIVE_LONGEST})", max_length=10)
     return step_modal(
         WAIVE_CALLBACK,
         ref,

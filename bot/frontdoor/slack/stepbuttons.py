@@ -176,19 +176,20 @@ def step_heading(title: str, ref: ButtonRef, text: str) -> dict[str, Any]:
     }
 
 
-def reason_input(label: str = "Reason") -> dict[str, Any]:
-    """The required, multiline reason field (block `reason`)."""
+def text_input(block_id: str, label: str, **element: Any) -> dict[str, Any]:
+    """A required typed field (its element `typed`, with the `element` settings given), read back
+    with `submitted_value(view, block_id)`."""
     return {
         "type": "input",
-        "block_id": "reason",
+        "block_id": block_id,
         "label": {"type": "plain_text", "text": label},
-        "element": {
-            "type": "plain_text_input",
-            "action_id": "typed",
-            "multiline": True,
-            "max_length": REASON_LIMIT,
-        },
+        "element": {"type": "plain_text_input", "action_id": "typed", **element},
     }
+
+
+def reason_input(label: str = "Reason") -> dict[str, Any]:
+    """The required, multiline reason field (block `reason`)."""
+    return text_input("reason", label, multiline=True, max_length=REASON_LIMIT)
 
 
 def step_modal(
