@@ -42,6 +42,7 @@ from waitress.task import ErrorTask
 from waitress.utilities import RequestEntityTooLarge
 
 from bot.frontdoor import payloads
+from bot.frontdoor.wsgi import plain
 
 if TYPE_CHECKING:
     from wsgiref.types import StartResponse, WSGIEnvironment
@@ -98,26 +99,26 @@ class HttpFrontDoor:
         route = self.routes.get(path)
         if route is not None:
             status, body = route()
-            return _plain(start_response, status, body)
+            return plain(start_response, status, body)
         post = self.posts.get(path)
         if post is not None:
             status, body = post(environ)
-            return _plain(start_response, status, body)
+            return plain(start_response, status, body)
         if path == "/healthz":
-            return _plain(start_response, "200 OK", b"ok\n")
+            return plain(start_response, "200 OK", b"ok\n")
         if path == "/readyz":
             if self.ready():
-                return _plain(start_response, "200 OK", b"ready\n")
-            return _plain(start_response, "503 Service Unavailable", b"not ready\n")
+                return plain(start_response, "200 OK", b"ready\n")
+            return plain(start_response, "503 Service Unavailable", b"not ready\n")
         if path == EVENTS_PATH:
             try:
                 body, signature = self.guard(environ)
             except SslCheck:
                 log.info("answered Slack's certificate check (ssl_check) on %s", EVENTS_PATH)
-                return _plain(start_response, "200 OK", b"")
+                return plain(start_response, "200 OK", b"")
             except Refused as refused:
                 log.warning("refused a request to %s: %s", EVENTS_PATH, refused.reason)
-                return _plain(start_response, refused.status, refused.reason.encode() + b"\n")
+                return plain(start_response, refused.status, refused.reason.encode() + b"\n")
             # Bolt reads the body again: hand it the bytes already read and checked.
             environ = {
                 **environ,
@@ -126,7 +127,7 @@ class HttpFrontDoor:
                 "HTTP_X_SLACK_SIGNATURE": signature,
             }
             return self.slack(environ, start_response)
-        return _plain(start_response, "404 Not Found", b"not found\n")
+        return plain(start_response, "404 Not Found", b"not found\n")
 
     def guard(self, environ: WSGIEnvironment) -> tuple[bytes, str]:
         """The request's body, once it is known to be Slack's, signed, fresh and well formed, as
@@ -216,13 +217,6 @@ def _json_object(text: str, what: str) -> dict[str, Any]:
     if not isinstance(document, dict):
         raise Refused("400 Bad Request", f"{what} is not a JSON object")
     return document
-
-
-def _plain(start_response: StartResponse, status: str, body: bytes) -> list[bytes]:
-    start_response(
-        status, [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(body)))]
-    )
-    return [body]
 
 
 #: How many connections a server holds open at once. Past it the ones idle the longest are closed

@@ -5,10 +5,10 @@ record through it without knowing Prometheus. Each process has its own `Collecto
 the library's global one), so tests can build several bots in one interpreter.
 
 Served at `/metrics` on the `--http` server (`MetricsRoute` wraps the front door, and also times
-`/slack/events` requests: an HTTP request's response *is* Slack's ack), and with Socket Mode on
-Socket Mode's small port of `--health-port` (`ops_app`: `/metrics`, `/healthz`, `/readyz`); Socket
-Mode's acks are timed by its handler (`bot.frontdoor.socket_mode`). `route` fits a router of
-GET paths to functions returning (status line, body).
+`/slack/events` requests: an HTTP request's response *is* Slack's ack), and on the probes' own
+port of `--health-port` (`bot.frontdoor.probes`, beside `/healthz` and `/readyz`: `route` fits
+its router of GET paths to functions returning (status line, body)); Socket Mode's acks are
+timed by its handler (`bot.frontdoor.socket_mode`).
 
 Recorded: commands, HTTP acks, Slack calls and rate limiting, card edits, watch events,
 announcements, actions, leadership, dead letters, the workers' queue depth (read at scrape time);
@@ -44,6 +44,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from bot import __version__
+from bot.frontdoor.wsgi import plain
 
 if TYPE_CHECKING:
     from wsgiref.types import StartResponse, WSGIEnvironment
@@ -423,7 +424,7 @@ class MetricsRoute:
 
 def serve_metrics(metrics: Metrics, environ: WSGIEnvironment, start_response: StartResponse) -> list[bytes]:
     if environ.get("REQUEST_METHOD", "GET") not in ("GET", "HEAD"):
-        return _plain(start_response, "405 Method Not Allowed", b"only GET\n")
+        return plain(start_response, "405 Method Not Allowed", b"only GET\n")
     body = metrics.exposition()
     start_response("200 OK", [("Content-Type", CONTENT_TYPE_LATEST), ("Content-Length", str(len(body)))])
     return [body]
@@ -432,29 +433,3 @@ def serve_metrics(metrics: Metrics, environ: WSGIEnvironment, start_response: St
 def route(metrics: Metrics) -> Callable[[], tuple[str, bytes]]:
     """`/metrics` as a (status line, body) function, for a router of GET paths."""
     return lambda: ("200 OK", metrics.exposition())
-
-
-def ops_app(metrics: Metrics, *, ready: Callable[[], bool]) -> Callable[..., Iterable[bytes]]:
-    """The small HTTP app of `--health-port` (Socket Mode has no HTTP server of its own):
-    `/metrics`, and the `/healthz` and `/readyz` probes for the pod."""
-
-    def app(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-        path = environ.get("PATH_INFO", "")
-        if path == METRICS_PATH:
-            return serve_metrics(metrics, environ, start_response)
-        if path == "/healthz":
-            return _plain(start_response, "200 OK", b"ok\n")
-        if path == "/readyz":
-            if ready():
-                return _plain(start_response, "200 OK", b"ready\n")
-            return _plain(start_response, "503 Service Unavailable", b"not ready\n")
-        return _plain(start_response, "404 Not Found", b"not found\n")
-
-    return app
-
-
-def _plain(start_response: StartResponse, status: str, body: bytes) -> list[bytes]:
-    start_response(
-        status, [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(body)))]
-    )
-    return [body]

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from bot.adapters.store import Store
 from bot.errors import BotError
 from bot.frontdoor.leadership import Elector
+from bot.frontdoor.wsgi import plain
 
 if TYPE_CHECKING:
     from wsgiref.types import StartResponse, WSGIEnvironment
@@ -107,10 +108,7 @@ class Probes:
     def wsgi(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         route = self.routes.get(str(environ.get("PATH_INFO", "")))
         status, body = route() if route is not None else ("404 Not Found", b"not found\n")
-        start_response(
-            status, [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(body)))]
-        )
-        return [body]
+        return plain(start_response, status, body)
 
     def serve(self, *, host: str, port: int) -> Any:
         """Serve the routes on `host:port` from a thread; its `ServerThread` (`.close()` stops it
