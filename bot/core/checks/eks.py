@@ -28,7 +28,7 @@ from typing import Any, Protocol, cast
 import msgspec
 
 from bot.core.checks.clouds import Extra, cloud_extra
-from bot.core.checks.findings import NO_PROVIDER, RECOMMENDED, REQUIRED, Finding, FindingKind, declare
+from bot.core.checks.findings import NO_PROVIDER, RECOMMENDED, REQUIRED, Finding, FindingKind, declare, listed
 from bot.core.checks.preflight import minor_of
 from bot.core.providers import Provider, ProviderConfig
 from bot.core.snapshots.projection import ClusterReader
@@ -76,9 +76,7 @@ def _minor_text(version: str) -> str:
 
 
 def _listed(objects: Sequence[str]) -> tuple[str, ...]:
-    shown = tuple(objects[:MAX_OBJECTS])
-    more = len(objects) - len(shown)
-    return (*shown, f"… and {more} more") if more else shown
+    return listed(objects, MAX_OBJECTS)
 
 
 def _issues(issues: Sequence[Obj]) -> str:

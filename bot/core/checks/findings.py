@@ -7,7 +7,7 @@ registry of every id the bot can report, rules' ids included, is `bot.core.check
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -64,6 +64,13 @@ class Finding:
     #: The gated one-step fix a Fix… button may start, as `/upgrade action` takes it
     #: (`uncordon node=a,b`); empty when the remedy is for people only.
     action: str = ""
+
+
+def listed(objects: Sequence[str], most: int) -> tuple[str, ...]:
+    """A finding's objects: the first `most` named, the rest counted (`… and 3 more`)."""
+    shown = tuple(objects[:most])
+    more = len(objects) - len(shown)
+    return (*shown, f"… and {more} more") if more else shown
 
 
 @dataclass(frozen=True, kw_only=True)

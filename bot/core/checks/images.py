@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 import yaml
 
-from bot.core.checks.findings import RECOMMENDED, REQUIRED, Finding, FindingKind, declare
+from bot.core.checks.findings import RECOMMENDED, REQUIRED, Finding, FindingKind, declare, listed
 from bot.core.snapshots.projection import ClusterReader
 from bot.errors import ClusterError, UsageError
 
@@ -175,9 +175,7 @@ def manifest_images(paths: Sequence[Path], *, stdin: str | None = None) -> list[
 
 
 def _listed(lines: Sequence[str]) -> tuple[str, ...]:
-    shown = tuple(lines[:MAX_OBJECTS])
-    more = len(lines) - len(shown)
-    return (*shown, f"… and {more} more") if more else shown
+    return listed(lines, MAX_OBJECTS)
 
 
 def image_findings(wanted: Iterable[Wanted], lookup: Lookup, notes: list[str]) -> list[Finding]:

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from bot.core.checks.cluster_health import HealthFacts, run_health_checks
-from bot.core.checks.findings import RECOMMENDED, REQUIRED, Finding, FindingKind, declare
+from bot.core.checks.findings import RECOMMENDED, REQUIRED, Finding, FindingKind, declare, listed
 from bot.core.kube.owners import Owner
 
 #: The ids these checks report (`bot.core.checks.ids` gathers every module's): an id emitted here
@@ -207,9 +207,7 @@ class Facts:
 
 
 def _listed(objects: Sequence[str]) -> tuple[str, ...]:
-    shown = tuple(objects[:MAX_OBJECTS])
-    more = len(objects) - len(shown)
-    return (*shown, f"… and {more} more") if more else shown
+    return listed(objects, MAX_OBJECTS)
 
 
 # ----- version skew ------------------------------------------------------------------------------
