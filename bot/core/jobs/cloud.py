@@ -28,9 +28,11 @@ from bot.core.jobs.base import Choice, ChoiceOption, Decision, Post, Progress, T
 from bot.core.jobs.common import (
     JobCluster,
     bar,
+    disruptions_allowed,
     few,
     iso,
     list_nodes,
+    pdb_ref,
     selector_matches,
     timer_start,
     unschedulable,
@@ -108,7 +110,7 @@ def blocking_budgets(
     budgets: dict[str, list[Obj]] = {}
     for page in cluster.list_pages("/apis/policy/v1/poddisruptionbudgets"):
         for pdb in page.items:
-            if int((pdb.get("status") or {}).get("disruptionsAllowed") or 0) == 0:
+            if disruptions_allowed(pdb) == 0:
                 ns = str((pdb.get("metadata") or {}).get("namespace", ""))
                 budgets.setdefault(ns, []).append(pdb)
     if not budgets:
@@ -121,10 +123,9 @@ def blocking_budgets(
                 continue
             for pdb in budgets.get(str(meta.get("namespace", "")), []):
                 if selector_matches((pdb.get("spec") or {}).get("selector"), meta.get("labels")):
-                    pm = pdb.get("metadata") or {}
                     out.append(
                         {
-                            "pdb": f"{pm.get('namespace', '')}/{pm.get('name', '')}",
+                            "pdb": pdb_ref(pdb),
                             "pod": f"{meta.get('namespace', '')}/{meta.get('name', '')}",
                             "node": node,
                         }

@@ -292,6 +292,35 @@ def select_nodes(cluster: JobCluster, args: Mapping[str, str], group_labels: Seq
     return nodes
 
 
+# ----- disruption budgets ------------------------------------------------------------------------
+
+
+def pdb_ref(pdb: Mapping[str, Any]) -> str:
+    """A PodDisruptionBudget as `namespace/name`."""
+    meta = pdb.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+def disruptions_allowed(pdb: Mapping[str, Any]) -> int:
+    """How many of its pods a PodDisruptionBudget lets go now (its status; 0 when it says none)."""
+    return int((pdb.get("status") or {}).get("disruptionsAllowed") or 0)
+
+
+def pdb_named(pdb: Mapping[str, Any]) -> str:
+    """A PodDisruptionBudget as people read it: `PodDisruptionBudget ns/name (disruptionsAllowed 0)`."""
+    return f"PodDisruptionBudget {pdb_ref(pdb)} (disruptionsAllowed {disruptions_allowed(pdb)})"
+
+
+def namespace_pdbs(
+    cluster: JobCluster, namespace: str, cache: dict[str, list[Mapping[str, Any]]]
+) -> list[Mapping[str, Any]]:
+    """The PodDisruptionBudgets of `namespace`, read once into `cache` (one tick's, or one dry run's)."""
+    if namespace not in cache:
+        listed = cluster.get_json(f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets")
+        cache[namespace] = list(listed.get("items") or [])
+    return cache[namespace]
+
+
 # ----- label selectors ---------------------------------------------------------------------------
 
 

@@ -22,12 +22,16 @@ from bot.core.jobs.common import (
     DEPOOL_VALUE,
     JobCluster,
     bar,
+    disruptions_allowed,
     duration_arg,
     few,
     flag,
     int_arg,
     iso,
+    namespace_pdbs,
     node_name,
+    pdb_named,
+    pdb_ref,
     select_nodes,
     selector_matches,
     timer_start,
@@ -269,20 +273,14 @@ class DrainJob:
         found = _pdbs_for(cluster, pod, cache)
         if not found:
             return "a PodDisruptionBudget"
-        return ", ".join(
-            f"PodDisruptionBudget {_pdb_ref(p)} (disruptionsAllowed {_allowed(p)})" for p in found
-        )
+        return ", ".join(pdb_named(p) for p in found)
 
 
 def _pdbs_for(
     cluster: JobCluster, pod: Mapping[str, Any], cache: dict[str, list[Mapping[str, Any]]]
 ) -> list[Mapping[str, Any]]:
     meta = pod.get("metadata") or {}
-    namespace = str(meta.get("namespace", ""))
-    if namespace not in cache:
-        listed = cluster.get_json(f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets")
-        cache[namespace] = list(listed.get("items") or [])
-    return blocking_pdbs(cache[namespace], meta.get("labels"))
+    return blocking_pdbs(namespace_pdbs(cluster, str(meta.get("namespace", "")), cache), meta.get("labels"))
 
 
 def _controller(pod: Mapping[str, Any]) -> tuple[str, str, str] | None:
@@ -299,15 +297,6 @@ def _pod_ready(pod: Mapping[str, Any]) -> bool:
         c.get("type") == "Ready" and c.get("status") == "True"
         for c in (pod.get("status") or {}).get("conditions") or ()
     )
-
-
-def _pdb_ref(pdb: Mapping[str, Any]) -> str:
-    meta = pdb.get("metadata") or {}
-    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
-
-
-def _allowed(pdb: Mapping[str, Any]) -> int:
-    return int((pdb.get("status") or {}).get("disruptionsAllowed") or 0)
 
 
 class _Run:
@@ -765,7 +754,7 @@ class _Run:
         line names them, and they are kept for the question (`choice`), where waiting is no help."""
         if _SEVERAL_BUDGETS not in refused.user_message:
             return f"{name}: evicting {key} refused: {refused.user_message}; retrying"
-        names = [_pdb_ref(p) for p in _pdbs_for(self.cluster, live[key], cache)]
+        names = [pdb_ref(p) for p in _pdbs_for(self.cluster, live[key], cache)]
         node = self.p["nodes"][name]
         node.setdefault("overlaps", {})[key] = names
         for ref in names:
@@ -891,8 +880,8 @@ class _Run:
     ) -> None:
         node = self.p["nodes"][name]
         for pdb in _pdbs_for(self.cluster, pod, cache):
-            ref = _pdb_ref(pdb)
-            allowed = _allowed(pdb)
+            ref = pdb_ref(pdb)
+            allowed = disruptions_allowed(pdb)
             first = ref not in node["pdbs"]
             node["pdbs"][ref] = allowed
             if first:
@@ -1091,8 +1080,8 @@ class _Run:
             except ClusterError:
                 continue
             for pdb in found:
-                if _allowed(pdb) == 0:
-                    past[_pdb_ref(pdb)] = past.get(_pdb_ref(pdb), 0) + 1
+                if disruptions_allowed(pdb) == 0:
+                    past[pdb_ref(pdb)] = past.get(pdb_ref(pdb), 0) + 1
         for ref, n in sorted(past.items()):
             out.append(
                 f"would go past PodDisruptionBudget {ref} (0 disruptions allowed now; {n} of its pods here)"

@@ -66,6 +66,7 @@ from bot.core.jobs.common import (
     GATE,
     JobCluster,
     bar,
+    disruptions_allowed,
     duration_arg,
     few,
     flag,
@@ -73,7 +74,9 @@ from bot.core.jobs.common import (
     kind_namespace_name,
     names_arg,
     namespace_name,
+    namespace_pdbs,
     object_name,
+    pdb_named,
     ready,
     selector_matches,
     timer_start,
@@ -391,20 +394,6 @@ def workload_line(w: Mapping[str, Any]) -> str:
 # ----- budgets -------------------------------------------------------------------------------------
 
 
-def _budgets(
-    cluster: JobCluster, namespace: str, cache: dict[str, list[Mapping[str, Any]]]
-) -> list[Mapping[str, Any]]:
-    if namespace not in cache:
-        listed = cluster.get_json(f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets")
-        cache[namespace] = list(listed.get("items") or [])
-    return cache[namespace]
-
-
-def _ref(pdb: Mapping[str, Any]) -> str:
-    meta = pdb.get("metadata") or {}
-    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
-
-
 def holding(
     cluster: JobCluster, pod: Mapping[str, Any], cache: dict[str, list[Mapping[str, Any]]]
 ) -> tuple[list[str], list[str]]:
@@ -412,14 +401,15 @@ def holding(
     "PodDisruptionBudget ns/name (disruptionsAllowed 0)"."""
     meta = pod.get("metadata") or {}
     selecting, holds = [], []
-    for pdb in _budgets(cluster, str(meta.get("namespace", "")), cache):
+    for pdb in namespace_pdbs(cluster, str(meta.get("namespace", "")), cache):
         spec = pdb.get("spec") or {}
         if not selector_matches(spec.get("selector"), meta.get("labels")):
             continue
-        allowed = int((pdb.get("status") or {}).get("disruptionsAllowed") or 0)
-        named = f"PodDisruptionBudget {_ref(pdb)} (disruptionsAllowed {allowed})"
+        named = pdb_named(pdb)
         selecting.append(named)
-        if allowed < 1 and not (spec.get("unhealthyPodEvictionPolicy") == "AlwaysAllow" and not ready(pod)):
+        if disruptions_allowed(pdb) < 1 and not (
+            spec.get("unhealthyPodEvictionPolicy") == "AlwaysAllow" and not ready(pod)
+        ):
             holds.append(named)
     return selecting, holds
 

@@ -55,7 +55,7 @@ from typing import Any
 from bot.core.durations import format_duration
 from bot.core.jobs import gitops
 from bot.core.jobs.base import JobRegistry
-from bot.core.jobs.common import JobCluster, few, iso, selector_matches
+from bot.core.jobs.common import JobCluster, disruptions_allowed, few, iso, pdb_ref, selector_matches
 from bot.core.jobs.drain import pod_key, triage
 from bot.core.jobs.pods import DeletePodJob, workload_line
 from bot.core.jobs.pods import describe as describe_pod
@@ -292,11 +292,13 @@ def _drain(cluster: JobCluster, progress: Mapping[str, Any]) -> dict[str, Any]:
             evict.append(key)
             for pdb in budgets.get(str(meta.get("namespace", "")), ()):
                 spec = pdb.get("spec") or {}
-                if _allowed(pdb) > 0 or not selector_matches(spec.get("selector"), meta.get("labels")):
+                if disruptions_allowed(pdb) > 0 or not selector_matches(
+                    spec.get("selector"), meta.get("labels")
+                ):
                     continue
-                ref = _ref(pdb)
+                ref = pdb_ref(pdb)
                 held = blocking.setdefault(
-                    ref, {"pdb": ref, "allowed": _allowed(pdb), "pods": 0, "nodes": []}
+                    ref, {"pdb": ref, "allowed": disruptions_allowed(pdb), "pods": 0, "nodes": []}
                 )
                 held["pods"] += 1
                 if name not in held["nodes"]:
@@ -338,12 +340,3 @@ def _budgets(cluster: JobCluster) -> dict[str, list[Mapping[str, Any]]]:
         for pdb in page.items:
             out.setdefault(str((pdb.get("metadata") or {}).get("namespace", "")), []).append(pdb)
     return out
-
-
-def _ref(pdb: Mapping[str, Any]) -> str:
-    meta = pdb.get("metadata") or {}
-    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
-
-
-def _allowed(pdb: Mapping[str, Any]) -> int:
-    return int((pdb.get("status") or {}).get("disruptionsAllowed") or 0)
