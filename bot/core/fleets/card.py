@@ -26,7 +26,6 @@ from datetime import datetime
 from typing import Any
 
 from bot.core.delivery import Deliveries
-from bot.core.durations import format_duration
 from bot.core.fleets import machine as M
 from bot.core.fleets import render
 from bot.core.rendering import fit, people
@@ -140,13 +139,9 @@ def card(view: render.View, now: datetime) -> tuple[str, list[dict[str, Any]]]:
             {"type": "actions", "block_id": "fleet_buttons", "elements": [_button(fleet, b) for b in offered]}
         )
     for i, resolved in enumerate(fleet.stages):
-        s = resolved.stage
-        marks = [f"max {resolved.concurrency} at once", f"budget {s.failure_budget}"]
-        if s.soak:
-            marks.append(f"soak {format_duration(s.soak)}")
         current = " ← now" if i == fleet.stage and fleet.state in (M.ACTIVE, M.PAUSED) else ""
-        title = f"*{i + 1}. {s.name}* ({', '.join(marks)}){current}"
-        mine = [r for r in rows if r.stage == s.name]
+        title = render.stage_title(i, resolved) + current
+        mine = [r for r in rows if r.stage == resolved.stage.name]
         blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": _stage_text(title, mine)}})
     counts = {state: sum(1 for r in rows if r.state == state) for state in render.ICONS}
     summary = " · ".join(f"{render.ICONS[k]} {n} {k}" for k, n in counts.items() if n)

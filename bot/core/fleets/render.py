@@ -21,6 +21,7 @@ from markupsafe import Markup
 from bot.core.durations import format_duration
 from bot.core.evidence.view import at_time
 from bot.core.fleets import machine as M
+from bot.core.fleets.plan import ResolvedStage
 from bot.core.rendering import people
 from bot.errors import clip
 from bot.records import RunRow
@@ -186,10 +187,15 @@ def status_text(view: View, now: datetime) -> Markup:
             lines.append(extra)
     all_rows = rows(view, now)
     for i, resolved in enumerate(fleet.stages):
-        s = resolved.stage
-        marks = [f"max {resolved.concurrency} at once", f"budget {s.failure_budget}"]
-        if s.soak:
-            marks.append(f"soak {format_duration(s.soak)}")
-        lines.append(f"*{i + 1}. {s.name}* ({', '.join(marks)})")
-        lines += [f"  {r.line(shown)}" for r in all_rows if r.stage == s.name]
+        lines.append(stage_title(i, resolved))
+        lines += [f"  {r.line(shown)}" for r in all_rows if r.stage == resolved.stage.name]
     return Markup("\n".join(lines))
+
+
+def stage_title(i: int, resolved: ResolvedStage) -> str:
+    """The `i`th stage's heading (from 0): its number, its name, and how it runs."""
+    s = resolved.stage
+    marks = [f"max {resolved.concurrency} at once", f"budget {s.failure_budget}"]
+    if s.soak:
+        marks.append(f"soak {format_duration(s.soak)}")
+    return f"*{i + 1}. {s.name}* ({', '.join(marks)})"
