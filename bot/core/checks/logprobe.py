@@ -54,10 +54,7 @@ class RuleLogProbe:
             found = log.regex.search(last, keep_end=True)
             if found is None:
                 continue
-            text = found.text
-            start = text.rfind("\n", 0, found.start) + 1
-            end = text.find("\n", found.end)
-            line = text[start : end if end >= 0 else len(text)]
+            line = found.line
             if line not in out:
                 out.append(line)
         return out

@@ -59,10 +59,7 @@ def _first_log_line(m: Match, c: ContainerView) -> str:
     found = m.log.regex.search(_last_lines(c.log_tail, m.log.lines), keep_end=True)
     if found is None:
         return ""
-    text = found.text
-    start = text.rfind("\n", 0, found.start) + 1
-    end = text.find("\n", found.end)
-    line = text[start : end if end >= 0 else len(text)]
+    line, start = found.line, found.line_start
     if len(line.strip()) <= LOG_EVIDENCE:
         return f"{c.name} log: {line.strip()}"
     # A long line: at most LOG_EVIDENCE characters that end with what the pattern matched (a cut

@@ -72,10 +72,7 @@ def _pod_conditions(m: Match, *, container_known: bool, signal: str) -> tuple[st
 
 
 def _line_of(found: Found) -> str:
-    text = found.text
-    start = text.rfind("\n", 0, found.start) + 1
-    end = text.find("\n", found.end)
-    return text[start : end if end >= 0 else len(text)].strip()[:200]
+    return found.line.strip()[:200]
 
 
 def try_log(

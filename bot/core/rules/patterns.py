@@ -83,6 +83,17 @@ class Found:
     end: int
     groups: Mapping[str, str] = field(default_factory=dict)
 
+    @property
+    def line_start(self) -> int:
+        """Where the line that holds the match begins in `text`."""
+        return self.text.rfind("\n", 0, self.start) + 1
+
+    @property
+    def line(self) -> str:
+        """The whole line that holds the match (a log's line, as evidence shows it)."""
+        end = self.text.find("\n", self.end)
+        return self.text[self.line_start : end if end >= 0 else len(self.text)]
+
 
 @dataclass(frozen=True, eq=False)
 class SafePattern:
