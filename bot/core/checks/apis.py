@@ -508,7 +508,11 @@ MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 
 
 def manifest_files(paths: Sequence[Path]) -> list[Path]:
-    """Files named, and YAML/JSON files under directories named (hidden folders skipped), sorted."""
+    """Files named, and YAML/JSON files under directories named (hidden folders skipped), sorted;
+    a path that does not exist is a usage error (`-`, standard input, always does)."""
+    missing = [str(p) for p in paths if p != STDIN and not p.exists()]
+    if missing:
+        raise UsageError(f"no such file or directory: {', '.join(missing)}")
     found: list[Path] = []
     for path in paths:
         if path != STDIN and path.is_dir():
@@ -533,9 +537,6 @@ def manifest_findings(paths: Sequence[Path], target: str, *, stdin: str | None =
     `-` among the paths is the multi-document YAML text `stdin` (a `helm template` piped in).
     A missing path is a usage error; a file that is not YAML is named in an API003 finding."""
     target_minor(target)
-    missing = [str(p) for p in paths if p != STDIN and not p.exists()]
-    if missing:
-        raise UsageError(f"no such file or directory: {', '.join(missing)}")
     uses: list[Use] = []
     unreadable: list[str] = []
     for path in manifest_files(paths):

@@ -27,7 +27,7 @@ import yaml
 
 from bot.core.checks.findings import RECOMMENDED, REQUIRED, Finding, FindingKind, declare, listed
 from bot.core.snapshots.projection import ClusterReader
-from bot.errors import ClusterError, UsageError
+from bot.errors import ClusterError
 
 log = logging.getLogger(__name__)
 
@@ -159,9 +159,6 @@ def manifest_images(paths: Sequence[Path], *, stdin: str | None = None) -> list[
     which names them."""
     from bot.core.checks.apis import STDIN, manifest_files
 
-    missing = [str(p) for p in paths if p != STDIN and not p.exists()]
-    if missing:
-        raise UsageError(f"no such file or directory: {', '.join(missing)}")
     seen: dict[str, str] = {}
     for path in manifest_files(paths):
         try:
