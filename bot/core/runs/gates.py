@@ -68,12 +68,18 @@ def _matching(roles: Sequence[str], people: Mapping[str, frozenset[str]]) -> dic
     return owner
 
 
-def missing_roles(gate: Gate, votes: Sequence[Vote]) -> tuple[str, ...]:
-    """The gate's roles that `votes` do not cover yet: an `approve` gate's uncovered roles (one
-    person counts for one), every role of an unmet `any_of`, an unmet quorum's role."""
+def _roles_by_person(votes: Sequence[Vote]) -> dict[str, frozenset[str]]:
+    """Each voter's roles, over all their votes."""
     people: dict[str, frozenset[str]] = {}
     for vote in votes:
         people[vote.user_id] = people.get(vote.user_id, frozenset()) | vote.roles
+    return people
+
+
+def missing_roles(gate: Gate, votes: Sequence[Vote]) -> tuple[str, ...]:
+    """The gate's roles that `votes` do not cover yet: an `approve` gate's uncovered roles (one
+    person counts for one), every role of an unmet `any_of`, an unmet quorum's role."""
+    people = _roles_by_person(votes)
     if gate.kind == "approve":
         owner = _matching(gate.roles, people)
         return tuple(r for r in gate.roles if r not in owner)
@@ -82,9 +88,7 @@ def missing_roles(gate: Gate, votes: Sequence[Vote]) -> tuple[str, ...]:
 
 def covered(gate: Gate, votes: Sequence[Vote]) -> tuple[bool, list[str]]:
     """(satisfied, what is still missing, in words). Ignores four-eyes; see `decide`."""
-    people: dict[str, frozenset[str]] = {}
-    for vote in votes:
-        people[vote.user_id] = people.get(vote.user_id, frozenset()) | vote.roles
+    people = _roles_by_person(votes)
     if gate.kind == "approve":
         owner = _matching(gate.roles, people)
         missing = [f"the {r}" for r in gate.roles if r not in owner]
