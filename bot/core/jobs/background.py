@@ -388,9 +388,7 @@ class Backgrounded:
         if failure is not None and (self.ready is None or ready):
             # Paused before the next node (at once where the job cannot be held between nodes).
             self._release(cluster, bg, now)
-            lines = [c["last"] for c in bg["checks"] if c.get("last")]
-            if bg.get("silence") is not None:
-                lines.append(leases.line(bg["silence"]))
+            lines = _readings(bg)
             return self._ask({**inner, KEY: bg}, failure, posts, audit, lines)
         tick = self.inner.tick(cluster, inner, now=now, decision=decision)
         if bg.get("silence") is not None:
@@ -399,9 +397,7 @@ class Backgrounded:
             else:
                 # The step ends, or is about to pause and ask: the lease keeps only its tail.
                 self._release(cluster, bg, now)
-        lines = [c["last"] for c in bg["checks"] if c.get("last")]
-        if bg.get("silence") is not None:
-            lines.append(leases.line(bg["silence"]))
+        lines = _readings(bg)
         if failure is not None:
             if tick.done or tick.choice is not None:
                 # Dropped: this tick would end the step (or ask its own question) while a check
@@ -516,6 +512,14 @@ class Backgrounded:
             choice=no_data_choice("background", n, question),
             wait=0.0,
         )
+
+
+def _readings(bg: Mapping[str, Any]) -> list[str]:
+    """What the background checks read last, and the silence's lease while there is one."""
+    lines = [c["last"] for c in bg["checks"] if c.get("last")]
+    if bg.get("silence") is not None:
+        lines.append(leases.line(bg["silence"]))
+    return lines
 
 
 def next_node(progress: Progress) -> bool:
