@@ -21,7 +21,7 @@ evidence is not a pass (the EKS SDK missing, say, or no provider named).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from bot.core.actions.base import ActionContext, ActionResult, ActionSpec, fitting
@@ -93,11 +93,15 @@ def _named(findings: list[Finding]) -> str:
     by_id: dict[str, list[str]] = {}
     for line in summary_lines(findings, shown=1000):
         by_id.setdefault(line.id, []).extend(line.objects)
-    entries = [
-        f"{fid} ({names[0]}{f' …and {len(names) - 1} more' if len(names) > 1 else ''})" if names else fid
-        for fid, names in by_id.items()
-    ]
+    entries = [_entry(fid, names) for fid, names in by_id.items()]
     return clip(", ".join(entries), LISTED_CHARS)
+
+
+def _entry(fid: str, names: Sequence[str]) -> str:
+    """A finding id with its first object and how many more: `API001 (Deployment a/b …and 2 more)`."""
+    if not names:
+        return fid
+    return f"{fid} ({names[0]}{f' …and {len(names) - 1} more' if len(names) > 1 else ''})"
 
 
 def _unseen(report: Report) -> str:
@@ -189,10 +193,7 @@ def run(ctx: ActionContext, request: ActionRequest) -> ActionResult:
     for line in summary_lines(required, shown=1000):
         names = by_id.setdefault(line.id, [])
         names.extend(n for n in line.objects if n not in names)
-    entries = [
-        f"{fid} ({names[0]}{f' …and {len(names) - 1} more' if len(names) > 1 else ''})" if names else fid
-        for fid, names in by_id.items()
-    ]
+    entries = [_entry(fid, names) for fid, names in by_id.items()]
     listed = fitting(entries, LISTED_CHARS)
     hidden = list(by_id)[len(listed) :]
     # The ids beyond the budget are still named while they fit (they are short): a paused run's
