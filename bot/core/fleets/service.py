@@ -51,7 +51,16 @@ from bot.errors import (
     UserError,
     clip,
 )
-from bot.records import AuditEntry, ClusterConfig, FleetMemberRow, FleetRow, RunRow, RunState, StepState
+from bot.records import (
+    AuditEntry,
+    ClusterConfig,
+    FleetMemberRow,
+    FleetRow,
+    RunRow,
+    RunState,
+    StepState,
+    WaiverRow,
+)
 
 log = logging.getLogger(__name__)
 
@@ -467,19 +476,13 @@ class FleetService:
             actor.user_id, frozenset({ANY_ROLE}), fleet.plan.roster, self.directory, action="carrying waivers"
         )
         now = self.clock()
-        canary = [m.cluster for m in fleet.members_of(0)]
-        sources = [
-            w for c in canary for w in self.store.waivers(cluster=c, states=["active"]) if w.expires_at > now
-        ]
+        canary, sources = self._canary_waivers(fleet, now)
         targets = [m.cluster for m in fleet.members if m.stage > 0 and m.state not in M.ENDED_MEMBER]
         if not sources:
             raise UserError(f"the canary ({', '.join(canary)}) has no active waiver to carry")
         lines: list[str] = []
         for target in targets:
-            have = {
-                (w.finding, w.objects)
-                for w in self.store.waivers(cluster=target, states=["active", "pending"])
-            }
+            have = self._waived(target)
             for w in sources:
                 if (w.finding, w.objects) in have:
                     continue
@@ -515,22 +518,29 @@ class FleetService:
     def carry_offer(self, fleet: M.Fleet) -> str:
         """The card's offer: "carry 3 waivers from ci to lab-1, lab-2" ("" when there is none)."""
         now = self.clock()
-        canary = [m.cluster for m in fleet.members_of(0)]
-        sources = [
-            w for c in canary for w in self.store.waivers(cluster=c, states=["active"]) if w.expires_at > now
-        ]
+        canary, sources = self._canary_waivers(fleet, now)
         if not sources or fleet.stage > 1:
             return ""
         wanted = {(w.finding, w.objects) for w in sources}
         later = [m.cluster for m in fleet.members if m.stage > 0 and m.state == M.PENDING]
         # Offered while some later cluster lacks one of them (gone once they are all carried).
-        if not any(
-            wanted
-            - {(w.finding, w.objects) for w in self.store.waivers(cluster=c, states=["active", "pending"])}
-            for c in later
-        ):
+        if not any(wanted - self._waived(c) for c in later):
             return ""
         return f"carry {len(sources)} waiver(s) from {', '.join(canary)} to the {len(later)} later clusters"
+
+    def _canary_waivers(self, fleet: M.Fleet, now: datetime) -> tuple[list[str], list[WaiverRow]]:
+        """The canary's clusters, and their waivers active at `now`: what `carry_waivers` carries."""
+        canary = [m.cluster for m in fleet.members_of(0)]
+        sources = [
+            w for c in canary for w in self.store.waivers(cluster=c, states=["active"]) if w.expires_at > now
+        ]
+        return canary, sources
+
+    def _waived(self, cluster: str) -> set[tuple[str, tuple[str, ...]]]:
+        """(finding, objects) of each waiver `cluster` has, active or pending: not carried again."""
+        return {
+            (w.finding, w.objects) for w in self.store.waivers(cluster=cluster, states=["active", "pending"])
+        }
 
     # -- inside --------------------------------------------------------------------------------
 
