@@ -152,6 +152,16 @@ class EvidenceView:
 # ----- loading -------------------------------------------------------------------------------------
 
 
+def _alert_row(fingerprint: object, alert: Mapping[str, Any], since: datetime) -> AlertRow:
+    """An alert as an `alerts` job's progress keeps it; one with no start is dated `since`."""
+    return AlertRow(
+        fingerprint=str(fingerprint),
+        labels={str(k): str(v) for k, v in (alert.get("labels") or {}).items()},
+        starts_at=parse_iso(alert.get("startsAt")) or since,
+        silenced_by_run=bool(alert.get("silenced_by_run")),
+    )
+
+
 def alerts_view(
     progress: Mapping[str, Any], *, outcome: str = "Running", unavailable: str = ""
 ) -> AlertsView:
@@ -161,22 +171,10 @@ def alerts_view(
     seen = progress.get("seen") or {}
     since = parse_iso(progress.get("started")) or datetime.min
     rows = tuple(
-        AlertRow(
-            fingerprint=str(a.get("fingerprint", "")),
-            labels={str(k): str(v) for k, v in (a.get("labels") or {}).items()},
-            starts_at=parse_iso(a.get("startsAt")) or since,
-            silenced_by_run=bool(a.get("silenced_by_run")),
-        )
-        for a in (progress.get("new") or ())[:KEPT_ALERTS]
+        _alert_row(a.get("fingerprint", ""), a, since) for a in (progress.get("new") or ())[:KEPT_ALERTS]
     )
     history = tuple(
-        AlertRow(
-            fingerprint=str(fp),
-            labels={str(k): str(v) for k, v in (a.get("labels") or {}).items()},
-            starts_at=parse_iso(a.get("startsAt")) or since,
-            silenced_by_run=bool(a.get("silenced_by_run")),
-        )
-        for fp, a in list((progress.get("history") or {}).items())[:KEPT_ALERTS]
+        _alert_row(fp, a, since) for fp, a in list((progress.get("history") or {}).items())[:KEPT_ALERTS]
     )
     return AlertsView(
         history=history,
