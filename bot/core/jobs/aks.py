@@ -190,9 +190,7 @@ class AksUpgradeControlPlaneJob(_AksJob):
         )
 
     def plan(self, cluster: JobCluster, args: Mapping[str, str], *, now: datetime) -> Progress:
-        version = version_arg(args, required=True)
-        timeout = duration_arg(args, "timeout", CONTROL_PLANE_TIMEOUT)
-        override = duration_arg(args, "override_for", OVERRIDE_FOR)
+        version, timeout, override = _control_plane_args(args)
         aks = self.client(cluster)
         found = arm_call("ManagedClusters_Get", aks.control_plane)
         return self._begin(
@@ -365,10 +363,7 @@ class AksUpgradeNodepoolJob(_AksJob):
         return f" maxSurge={progress['surge'] or '?'}"
 
     def plan(self, cluster: JobCluster, args: Mapping[str, str], *, now: datetime) -> Progress:
-        pool = label_value("nodepool", str(args.get("nodepool", "")).strip())
-        version = version_arg(args, required=False)
-        surge = surge_arg(args)
-        timeout = duration_arg(args, "timeout", NODEPOOL_TIMEOUT)
+        pool, version, surge, timeout = _nodepool_args(args)
         aks = self.client(cluster)
         found = self._pool_named(aks, pool)
         target = version or _cluster_version(_props(arm_call("ManagedClusters_Get", aks.control_plane)))
@@ -431,14 +426,28 @@ class AksUpgradeNodepoolJob(_AksJob):
 # the registry's checks
 
 
+def _control_plane_args(args: Mapping[str, str]) -> tuple[str, timedelta, timedelta]:
+    """`aks-upgrade-control-plane`'s arguments, checked: (version, timeout, override_for)."""
+    return (
+        version_arg(args, required=True),
+        duration_arg(args, "timeout", CONTROL_PLANE_TIMEOUT),
+        duration_arg(args, "override_for", OVERRIDE_FOR),
+    )
+
+
+def _nodepool_args(args: Mapping[str, str]) -> tuple[str, str, str, timedelta]:
+    """`aks-upgrade-nodepool`'s arguments, checked: (nodepool, version, max_surge, timeout)."""
+    return (
+        label_value("nodepool", str(args.get("nodepool", "")).strip()),
+        version_arg(args, required=False),
+        surge_arg(args),
+        duration_arg(args, "timeout", NODEPOOL_TIMEOUT),
+    )
+
+
 def check_control_plane(args: Mapping[str, str]) -> None:
-    version_arg(args, required=True)
-    duration_arg(args, "timeout", CONTROL_PLANE_TIMEOUT)
-    duration_arg(args, "override_for", OVERRIDE_FOR)
+    _control_plane_args(args)
 
 
 def check_nodepool(args: Mapping[str, str]) -> None:
-    label_value("nodepool", str(args.get("nodepool", "")).strip())
-    version_arg(args, required=False)
-    surge_arg(args)
-    duration_arg(args, "timeout", NODEPOOL_TIMEOUT)
+    _nodepool_args(args)

@@ -169,8 +169,7 @@ class GkeUpdateMasterJob(_GkeJob):
         return gke_call(UPDATE_MASTER, gke.update_control_plane, version=progress["target"], token="")
 
     def plan(self, cluster: JobCluster, args: Mapping[str, str], *, now: datetime) -> Progress:
-        version = version_arg(args, required=True)
-        timeout = duration_arg(args, "timeout", MASTER_TIMEOUT)
+        version, timeout = _master_args(args)
         gke = self.client(cluster)
         found = gke_call("GetCluster", gke.control_plane)
         was = str(found.get("currentMasterVersion", ""))
@@ -238,12 +237,7 @@ class GkeUpdateNodepoolJob(_GkeJob):
         return f" ({_settings_text(progress)})"
 
     def plan(self, cluster: JobCluster, args: Mapping[str, str], *, now: datetime) -> Progress:
-        pool = label_value("nodepool", str(args.get("nodepool", "")).strip())
-        version = version_arg(args, required=False)
-        strategy = strategy_arg(args)
-        surge, unavailable = _count_arg(args, "max_surge"), _count_arg(args, "max_unavailable")
-        soak = duration_arg(args, "soak", SOAK) if "soak" in args else None
-        timeout = duration_arg(args, "timeout", NODEPOOL_TIMEOUT)
+        pool, version, strategy, surge, unavailable, soak, timeout = _nodepool_args(args)
         gke = self.client(cluster)
         found = self._pool_named(gke, pool)
         own = found.get("upgradeSettings") or {}
@@ -515,16 +509,30 @@ def _seconds(text: Any) -> float:
 # the registry's checks
 
 
+def _master_args(args: Mapping[str, str]) -> tuple[str, timedelta]:
+    """`gke-update-master`'s arguments, checked: (version, timeout)."""
+    return version_arg(args, required=True), duration_arg(args, "timeout", MASTER_TIMEOUT)
+
+
+def _nodepool_args(
+    args: Mapping[str, str],
+) -> tuple[str, str, str, str, str, timedelta | None, timedelta]:
+    """`gke-update-nodepool`'s arguments, checked: (nodepool, version, strategy, max_surge,
+    max_unavailable, soak — None when not given —, timeout)."""
+    return (
+        label_value("nodepool", str(args.get("nodepool", "")).strip()),
+        version_arg(args, required=False),
+        strategy_arg(args),
+        _count_arg(args, "max_surge"),
+        _count_arg(args, "max_unavailable"),
+        duration_arg(args, "soak", SOAK) if "soak" in args else None,
+        duration_arg(args, "timeout", NODEPOOL_TIMEOUT),
+    )
+
+
 def check_master(args: Mapping[str, str]) -> None:
-    version_arg(args, required=True)
-    duration_arg(args, "timeout", MASTER_TIMEOUT)
+    _master_args(args)
 
 
 def check_nodepool(args: Mapping[str, str]) -> None:
-    label_value("nodepool", str(args.get("nodepool", "")).strip())
-    version_arg(args, required=False)
-    strategy_arg(args)
-    _count_arg(args, "max_surge")
-    _count_arg(args, "max_unavailable")
-    duration_arg(args, "soak", SOAK)
-    duration_arg(args, "timeout", NODEPOOL_TIMEOUT)
+    _nodepool_args(args)
