@@ -30,19 +30,27 @@ def _groups(nodes: list[Obj]) -> dict[str, str]:
     }
 
 
-def test_aks_nodes_carry_their_agent_pool_and_a_scale_sets_names(
-    sim_factory: Callable[..., SimCluster],
-) -> None:
-    sim = sim_factory("aks-nodepools", speed=0.0, seed=1)
+def _pooled(sim: SimCluster) -> tuple[dict[str, str], list[tuple[Obj, str, dict[str, str], str]]]:
+    """The sim's node groups by node name (three apps, two batch, two system nodes, as both clouds'
+    scenarios have them), and each node with its name, labels and pool; none labelled as EKS's."""
     nodes = _nodes(sim)
     groups = _groups(nodes)
     assert sorted(groups.values()) == ["apps", "apps", "apps", "batch", "batch", "system", "system"]
     for node in nodes:
-        name, labels = node["metadata"]["name"], node["metadata"]["labels"]
-        pool = groups[name]
+        assert not [k for k in node["metadata"]["labels"] if "eks.amazonaws.com" in k], node["metadata"]
+    return groups, [
+        (n, n["metadata"]["name"], n["metadata"]["labels"], groups[n["metadata"]["name"]]) for n in nodes
+    ]
+
+
+def test_aks_nodes_carry_their_agent_pool_and_a_scale_sets_names(
+    sim_factory: Callable[..., SimCluster],
+) -> None:
+    sim = sim_factory("aks-nodepools", speed=0.0, seed=1)
+    groups, pooled = _pooled(sim)
+    for node, name, labels, pool in pooled:
         assert re.fullmatch(rf"aks-{pool}-\d{{8}}-vmss[0-9a-z]{{6}}", name), name
         assert (labels["kubernetes.azure.com/agentpool"], labels["agentpool"]) == (pool, pool)
-        assert not [k for k in labels if "eks.amazonaws.com" in k], labels
         assert node["spec"]["providerID"].startswith("azure:///")
     # A pool's scale set numbers its VMs in turn, and a new one (a surge node) takes the next.
     assert sorted(n for n, g in groups.items() if g == "apps")[-1].endswith("-vmss000002")
@@ -55,15 +63,10 @@ def test_gke_nodes_carry_their_node_pool_and_an_instance_groups_names(
     sim_factory: Callable[..., SimCluster],
 ) -> None:
     sim = sim_factory("gke-nodepools", speed=0.0, seed=1)
-    nodes = _nodes(sim)
-    groups = _groups(nodes)
-    assert sorted(groups.values()) == ["apps", "apps", "apps", "batch", "batch", "system", "system"]
-    for node in nodes:
-        name, labels = node["metadata"]["name"], node["metadata"]["labels"]
-        pool = groups[name]
+    _, pooled = _pooled(sim)
+    for node, name, labels, pool in pooled:
         assert re.fullmatch(rf"gke-shop-prod-{pool}-[0-9a-f]{{8}}-[0-9a-z]{{4}}", name), name
         assert labels["cloud.google.com/gke-nodepool"] == pool
-        assert not [k for k in labels if "eks.amazonaws.com" in k], labels
         assert node["spec"]["providerID"].startswith("gce://")
         assert node["status"]["nodeInfo"]["kubeletVersion"] == "v1.29.8-gke.1031000"
 
