@@ -488,11 +488,13 @@ class RunCards:
         if run.state in ENDED and self.files is not None and REPORT_KEY not in refs:
             self._post_report(run, card.channel, thread)
         # Gate messages: retire the buttons of gates that closed (every one, once the run ended:
-        # an aborted run's open gate kept Approve and Reject), post the open one.
+        # an aborted run's open gate kept Approve and Reject), post the open one. A gate retired
+        # (or being retired) already is left alone: claiming it again on every publish only to be
+        # refused made each card edit of a long run cost a database write per closed gate.
         for sr in run.steps:
             for key, ref in refs.items():
                 closed = key.startswith(f"gate:{sr.step_id}:") and (key != gate_key(sr) or run.state in ENDED)
-                if closed and ref.ts and not key.endswith(":retired"):
+                if closed and ref.ts and not key.endswith(":retired") and f"{key}:retired" not in refs:
                     self._retire(run, sr, ref.channel, ref.ts, key, refs)
         cur = run.current
         if run.state is R.RunState.PAUSED and cur is not None and run.phase(cur) is not None:

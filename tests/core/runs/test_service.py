@@ -568,3 +568,29 @@ def test_a_run_id_pasted_with_invisible_marks_or_typed_in_lower_case_finds_the_r
         assert service.load(typed).id == run.id, repr(typed)
     with pytest.raises(RunNotFound, match="there is no run `R000000`"):
         service.load("R000000")
+
+
+def test_a_gate_retired_once_is_not_claimed_again_at_each_later_publish(
+    setup: tuple[RunService, FakeClock, SlackStub], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every publish of a long run went through each closed gate and claimed its retirement again,
+    # refused by the database each time: a write per closed gate for each card edit.
+    service, _, stub = setup
+    run = service.start("tiny", Actor(user_id="U0PRIMARY")).run
+    service.click(R.ButtonRef(run_id=run.id, step_id="first", epoch=1), Actor(user_id="U0PRIMARY"))
+    gate = next(
+        c for c in stub.calls_to("chat.postMessage") if "blocks" in c.params and c.params.get("thread_ts")
+    )
+    assert any(c.params["ts"] == gate.response["ts"] for c in stub.calls_to("chat.update"))  # retired
+    store = service.store
+    claimed: list[str] = []
+    claim = store.claim_message
+
+    def counted(**kwargs: Any) -> bool:
+        claimed.append(kwargs["key"])
+        return claim(**kwargs)
+
+    monkeypatch.setattr(store, "claim_message", counted)
+    for _ in range(3):
+        service.publish(service.load(run.id))
+    assert [k for k in claimed if k.endswith(":retired")] == []
