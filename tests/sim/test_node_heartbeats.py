@@ -15,6 +15,17 @@ def _when(text: str) -> float:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC).timestamp()
 
 
+def _run_for(sim: SimCluster, seconds: int) -> None:
+    """`seconds` of the sim's clock played as its running engine plays them: a second at a time,
+    every timer due by then fired (an `advance` moves time on at once, which renews a Lease once)."""
+    core = sim.core
+    with core.store.lock:
+        start = core.clock.now()
+        for second in range(1, seconds + 1):
+            core.clock.jump_to(start + second)
+            core.engine.run_due()
+
+
 def test_leases_are_renewed_and_heartbeats_posted_on_the_simulated_clock_and_wake_no_controller() -> None:
     with SimCluster("small", speed=0.0, seed=1) as sim:
         core = sim.core
@@ -23,7 +34,7 @@ def test_leases_are_renewed_and_heartbeats_posted_on_the_simulated_clock_and_wak
         changes: list[Record] = []
         store.listeners.append(changes.append)
         start = core.clock.now()
-        core.engine.advance(600)
+        _run_for(sim, 600)
         now = core.clock.now()
         by_kind = Counter(r.entry.kind.key for r in changes)
         # A Lease renewal per node every 10 s, a node status post per node every 5 minutes; no
@@ -63,3 +74,33 @@ def test_leases_are_renewed_and_heartbeats_posted_on_the_simulated_clock_and_wak
             assert not changes[-1].heartbeat_only
             assert queues["daemonset"]
             assert queues["kubelet"]
+
+
+def test_time_moved_on_at_once_renews_each_lease_once_at_its_last_due_time() -> None:
+    # A rehearsal's idle sim stands still for hours and is then brought up to the bot's clock at
+    # once (`advance`): renewing each Lease every 10 s on the way was most of the catching up (a
+    # fleet rehearsal's CPU), and nothing reads a renewal but the last.
+    with SimCluster("small", speed=0.0, seed=1) as sim:
+        core = sim.core
+        store = core.store
+        nodes = [e.name for e in store.entries("nodes")]
+        changes: list[Record] = []
+        store.listeners.append(changes.append)
+        core.engine.advance(3600 + 5)
+        now = core.clock.now()
+        by_kind = Counter(r.entry.kind.key for r in changes)
+        assert by_kind["leases.coordination.k8s.io"] == len(nodes)
+        assert by_kind["nodes"] == len(nodes)  # the status posted once too, with that renewal
+        for name in nodes:
+            lease = store.get("leases.coordination.k8s.io", "kube-node-lease", name)
+            assert lease is not None
+            assert now - 10 <= _when(lease["spec"]["renewTime"]) <= now - 5 + 1e-3
+            node = store.get("nodes", "", name)
+            assert node is not None
+            assert {_when(c["lastHeartbeatTime"]) for c in node["status"]["conditions"]} == {
+                _when(lease["spec"]["renewTime"]) // 1
+            }
+        # Running on, each Lease is renewed every 10 s again.
+        changes.clear()
+        _run_for(sim, 60)
+        assert Counter(r.entry.kind.key for r in changes)["leases.coordination.k8s.io"] == len(nodes) * 6

@@ -17,6 +17,7 @@ import functools
 import heapq
 import itertools
 import logging
+import math
 import threading
 import time
 from collections import OrderedDict
@@ -73,6 +74,7 @@ class Engine:
         self.controllers: list[Controller] = []
         self._queues: dict[str, OrderedDict[Any, None]] = {}
         self._coalesced: set[str] = set()
+        self._catch_up_once: dict[Hashable, float] = {}
         self._thread: threading.Thread | None = None
         self._stopping = False
         self._settling = False
@@ -161,13 +163,20 @@ class Engine:
             if old is not None:
                 old.cancelled = True
 
-    def every(self, period: float, fn: Callable[[], None], *, key: Hashable) -> None:
-        """A periodic job (compaction, lease renewals, deprecated-API callers)."""
+    def every(
+        self, period: float, fn: Callable[[], None], *, key: Hashable, catch_up_once: bool = False
+    ) -> None:
+        """A periodic job (compaction, lease renewals, deprecated-API callers). `catch_up_once`:
+        when time is moved on at once (`advance`), the job runs once, at its last due time on the
+        way, not at each — for a job whose runs in between leave nothing anyone reads (a kubelet's
+        Lease renewals over the hours a rehearsal's idle sim stood still: most of its catching up)."""
 
         def tick() -> None:
             fn()
             self.after(period, tick, key=key)
 
+        if catch_up_once:
+            self._catch_up_once[key] = period
         self.after(period, tick, key=key)
 
     def _next_due(self) -> float | None:
@@ -221,7 +230,10 @@ class Engine:
                     break
                 self.clock.jump_to(due)
                 timer = self._pop_due(due)
-                if timer is not None:
+                period = self._catch_up_once.get(timer.key) if timer is not None else None
+                if timer is not None and period and due + period <= target:
+                    self.at(due + period * math.floor((target - due) / period), timer.fn, key=timer.key)
+                elif timer is not None:
                     self._fire(timer)
                 instant_continues = self._next_due() == due
             self.clock.jump_to(target)

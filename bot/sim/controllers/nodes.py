@@ -245,7 +245,9 @@ class NodeLifecycle:
                 },
             )
         if self.lease_seconds > 0:
-            self.engine.every(self.lease_seconds, lambda: self._renew(name), key=("lease", name))
+            self.engine.every(
+                self.lease_seconds, lambda: self._renew(name), key=("lease", name), catch_up_once=True
+            )
 
     def _renew(self, name: str) -> None:
         if name in self.dead or self.warming:
@@ -316,7 +318,9 @@ class NodeLifecycle:
         for e in self.api.store.by_index("pods", name):
             self.engine.enqueue("kubelet", e.key)
         if self.lease_seconds > 0:
-            self.engine.every(self.lease_seconds, lambda: self._renew(name), key=("lease", name))
+            self.engine.every(
+                self.lease_seconds, lambda: self._renew(name), key=("lease", name), catch_up_once=True
+            )
 
     def _mark_unknown(self, name: str) -> None:
         entry = self.api.store.entry("nodes", "", name)
