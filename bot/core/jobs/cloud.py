@@ -196,7 +196,7 @@ def seen_version(cluster: JobCluster) -> str:
         return f"(no answer: {clip(exc.user_message, 80)})"
 
 
-class CloudJob:
+class CloudJob(abc.ABC):
     """What every cloud job shares: its provider, the pool's nodes, the deadline and the end."""
 
     kind = ""
@@ -218,10 +218,10 @@ class CloudJob:
     def client(self, cluster: Any) -> Provider:
         return self.access(str(getattr(cluster, "name", "")))
 
+    @abc.abstractmethod
     def _api(self, what: str, fn: Callable[..., T], **kwargs: Any) -> T:
         """A call to the cloud, its refusal ended with the cloud's reason, the rest retried (each
         cloud's jobs say how)."""
-        raise NotImplementedError
 
     def _pool_named(self, provider: Provider, name: str) -> Obj:
         """The pool `name` as the cloud describes it. A pool the cloud does not know (a typo in the
@@ -331,7 +331,7 @@ class CloudJob:
         )
 
 
-class OperationJob(CloudJob, abc.ABC):
+class OperationJob(CloudJob):
     """An AKS or GKE job: the intent rule of the module docstring, and the operation's follow.
 
     Its progress names the cluster under the cloud's key (`aks`, `gke`), and has `target`, `from`,
@@ -352,10 +352,6 @@ class OperationJob(CloudJob, abc.ABC):
     console = ""
     #: What a resumed job does before it calls (the dry run's first line).
     looks_first = ""
-
-    @abc.abstractmethod
-    def _api(self, what: str, fn: Callable[..., T], **kwargs: Any) -> T:
-        """A call to the cloud, its refusal ended with the cloud's reason, the rest retried."""
 
     @abc.abstractmethod
     def _found(self, provider: Provider, progress: Progress) -> tuple[str, str] | None:
