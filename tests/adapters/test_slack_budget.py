@@ -139,6 +139,7 @@ def test_a_post_waiting_out_a_retry_after_is_not_sent_once_the_lease_ran_out(
     assert gw.find_posted("C0OPS", "k", thread_ts="", oldest=datetime.now(UTC)) is None
 
 
+@pytest.mark.slow  # two posts wait out the client's 1 s timeout
 def test_a_post_sent_without_an_answer_is_looked_for_by_its_key_never_sent_again(
     stub: SlackStub, clock: FakeMonotonic, tmp_path: Path
 ) -> None:

@@ -14,6 +14,7 @@ def gateway(stub: SlackStub) -> SlackGateway:
     return SlackGateway(make_web_client(BOT_TOKEN, stub.api_url))
 
 
+@pytest.mark.slow  # slack_sdk sleeps the stub's Retry-After
 def test_a_429_is_retried_after_retry_after_and_the_message_arrives(slack_stub: SlackStub) -> None:
     slack_stub.fail_next("chat.postMessage", status=429, retry_after=1)
     posted = gateway(slack_stub).post_message("C0OPS", "upgrade window starts at 14:00")
@@ -30,6 +31,7 @@ def test_a_5xx_is_retried(slack_stub: SlackStub) -> None:
     assert len(slack_stub.calls_to("chat.update")) == 2
 
 
+@pytest.mark.slow  # slack_sdk sleeps each Retry-After until its retries run out
 def test_persistent_rate_limiting_becomes_a_temporary_error(slack_stub: SlackStub) -> None:
     slack_stub.fail_next("chat.postMessage", status=429, retry_after=0, times=10)
     with pytest.raises(TemporaryError):
@@ -61,6 +63,7 @@ def test_files_are_uploaded_with_the_v2_flow(slack_stub: SlackStub) -> None:
     assert complete.params["channel_id"] == "C0OPS"
 
 
+@pytest.mark.slow  # the retry waits the stub's Retry-After
 def test_respond_via_url_retries_a_429(slack_stub: SlackStub) -> None:
     slack_stub.fail_next("response_url", status=429, retry_after=1)
     respond_via_url(slack_stub.response_url("x"), "done", ephemeral=True)

@@ -60,6 +60,7 @@ def test_one_edit_per_card_per_interval_and_the_last_state_is_delivered(
     assert poster.sent == len(stub.calls_to("chat.update"))
 
 
+@pytest.mark.slow  # slack_sdk sleeps between its retries of the 503s
 def test_an_edit_slack_does_not_take_stays_pending_and_goes_out_later(
     stub: SlackStub, clock: FakeMonotonic
 ) -> None:

@@ -128,6 +128,7 @@ def socket_front(
     stub.stop()
 
 
+@pytest.mark.slow  # slack_sdk's socket-mode client takes about 3 s to close
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(sample=payloads(RESPONSE_URL))
 def test_generated_payloads_over_socket_mode_are_acked_and_never_leave_a_traceback(

@@ -295,6 +295,7 @@ def _cpu_ticks(thread: threading.Thread) -> int:
     return int(fields[11]) + int(fields[12])  # utime, stime (the stat fields 14 and 15)
 
 
+@pytest.mark.slow  # it watches an idle door for two seconds
 @pytest.mark.parametrize("loop_timeout", [0.1, 1.0])
 def test_an_idle_door_waits_in_poll_rather_than_spinning(loop_timeout: float) -> None:
     # Waitress reads its loop's timeout as whole seconds: 0.1 became 0, and the loop's thread

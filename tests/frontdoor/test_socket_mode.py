@@ -44,6 +44,7 @@ def command_payload(text: str, response_url: str, trigger_id: str) -> dict[str, 
     }
 
 
+@pytest.mark.slow  # slack_sdk's socket-mode client waits before it reconnects
 def test_help_over_socket_mode_survives_a_disconnect(
     settings_for_stub: Settings, slack_stub: SlackStub, socket_stub: SocketModeStub, tmp_path: Path
 ) -> None:
@@ -93,6 +94,7 @@ def test_role_checks_expand_user_groups_and_tolerate_a_deleted_group(
         services.close()
 
 
+@pytest.mark.slow  # slack_sdk's socket-mode client waits before it reconnects
 def test_malformed_envelopes_are_acked_and_dropped_with_one_line_each_and_no_traceback(
     settings_for_stub: Settings,
     slack_stub: SlackStub,
