@@ -1,7 +1,8 @@
 """The AKS and GKE scenarios' nodes are shaped as their clouds make them — an agent pool's
 `kubernetes.azure.com/agentpool` label and scale-set names, a node pool's
-`cloud.google.com/gke-nodepool` label and instance-group names — not EKS's, so what the bot reads
-of them (a draft's "nodes labelled …", a job's pool) is what a real cluster shows."""
+`cloud.google.com/gke-nodepool` label and instance-group names, each cloud's OS image and zones —
+not EKS's, so what the bot reads of them (a draft's "nodes labelled …", a job's pool, a snapshot's
+OS image and zone) is what a real cluster shows."""
 
 from __future__ import annotations
 
@@ -13,7 +14,10 @@ from typing import Any
 
 from bot.core.clusters import DEFAULT_NODE_GROUP_LABELS
 from bot.core.kube.objects import node_group
+from bot.core.providers import connect
 from bot.sim import SimCluster
+from tests.support.azure import aks_provider
+from tests.support.gcp import gke_provider
 
 Obj = dict[str, Any]
 
@@ -79,3 +83,46 @@ def test_eks_nodes_keep_their_node_group_label_and_ec2_names(sim_factory: Callab
             continue
         assert re.fullmatch(r"ip-10-0-\d+-\d+\.ap-northeast-1\.compute\.internal", name), name
         assert node_group(labels, DEFAULT_NODE_GROUP_LABELS) == labels["eks.amazonaws.com/nodegroup"]
+        assert node["status"]["nodeInfo"]["osImage"] == "Amazon Linux 2"
+        assert re.fullmatch(r"ap-northeast-1[abc]", labels["topology.kubernetes.io/zone"])
+
+
+def _zoned(nodes: list[Obj]) -> list[tuple[str, str, str, str]]:
+    """(OS image, kernel, region label, zone label) of each node."""
+    return [
+        (
+            n["status"]["nodeInfo"]["osImage"],
+            n["status"]["nodeInfo"]["kernelVersion"],
+            n["metadata"]["labels"]["topology.kubernetes.io/region"],
+            n["metadata"]["labels"]["topology.kubernetes.io/zone"],
+        )
+        for n in nodes
+    ]
+
+
+def test_aks_nodes_run_ubuntu_in_the_regions_numbered_zones(sim_factory: Callable[..., SimCluster]) -> None:
+    sim = sim_factory("aks-nodepools", speed=0.0, seed=1)
+    zoned = _zoned(_nodes(sim))
+    assert {(os, kernel, region) for os, kernel, region, _ in zoned} == {
+        ("Ubuntu 22.04.4 LTS", "5.15.0-1064-azure", "westeurope")
+    }
+    assert {zone for *_, zone in zoned} == {"westeurope-1", "westeurope-2", "westeurope-3"}
+    # ARM's agent pool names the same zones by number.
+    assert connect(aks_provider(sim)).node_pool("apps")["properties"]["availabilityZones"] == ["1", "2", "3"]
+
+
+def test_gke_nodes_run_container_optimized_os_in_the_regions_lettered_zones(
+    sim_factory: Callable[..., SimCluster],
+) -> None:
+    sim = sim_factory("gke-nodepools", speed=0.0, seed=1)
+    zoned = _zoned(_nodes(sim))
+    assert {(os, kernel, region) for os, kernel, region, _ in zoned} == {
+        ("Container-Optimized OS from Google", "6.1.85+", "europe-west1")
+    }
+    assert {zone for *_, zone in zoned} == {"europe-west1-b", "europe-west1-c", "europe-west1-d"}
+    # GKE's node pool names its zones in full.
+    assert connect(gke_provider(sim)).node_pool("apps")["locations"] == [
+        "europe-west1-b",
+        "europe-west1-c",
+        "europe-west1-d",
+    ]

@@ -329,7 +329,9 @@ class AwsWorld(ProviderWorld):
             },
             "instanceTypes": [group.instance_type],
             "subnets": self.nodegroup_subnets.get(name)
-            or [s.id for s in self.node_subnets() if s.zone[len(self.region) :] in group.zones],
+            or [
+                s.id for s in self.node_subnets() if s.zone[len(self.region) :] in self.cloud.zones_of(group)
+            ],
             "amiType": "AL2_x86_64",
             "nodeRole": f"arn:aws:iam::{self.account}:role/{self.name}-node",
             "labels": dict(group.labels),
@@ -483,7 +485,7 @@ class AwsWorld(ProviderWorld):
             out.append(
                 self._asg(
                     asg,
-                    zones=[f"{self.region}{z}" for z in group.zones],
+                    zones=[f"{self.region}{z}" for z in self.cloud.zones_of(group)],
                     desired=group.count,
                     instances=instances,
                     tags={tag: "owned", "eks:nodegroup-name": name, "eks:cluster-name": self.name},

@@ -151,7 +151,7 @@ class AzureWorld(ProviderWorld):
                 "currentOrchestratorVersion": version,
                 "provisioningState": self._state(name),
                 "powerState": {"code": "Running"},
-                "availabilityZones": list(group.zones),
+                "availabilityZones": self.cloud.zones_of(group),
                 "nodeLabels": dict(group.labels),
                 "upgradeSettings": {"maxSurge": self.max_surge.get(name, "10%")},
             },

@@ -72,6 +72,38 @@ def kubelet_version(version: str, platform: str) -> str:
     return v
 
 
+@dataclass(frozen=True)
+class PlatformNodes:
+    """What a platform's nodes report they run (`status.nodeInfo`: OS image, kernel, container
+    runtime), and the zones a node group spans when its scenario names none. A node's zone label
+    is the region, `joiner` and the group's zone: EKS's `ap-northeast-1a`, AKS's `westeurope-1`
+    (an agent pool's `availabilityZones` are `1`, `2`, `3`), GKE's `europe-west1-b`."""
+
+    os_image: str
+    kernel: str
+    runtime: str
+    zones: tuple[str, ...]
+    joiner: str = ""
+
+
+#: By platform; a generic cluster's nodes are EKS's (Amazon Linux 2), as they always were.
+PLATFORM_NODES = {
+    "eks": PlatformNodes(
+        "Amazon Linux 2", "5.10.219-208.866.amzn2.x86_64", "containerd://1.7.11", ("a", "b", "c")
+    ),
+    "aks": PlatformNodes(
+        "Ubuntu 22.04.4 LTS", "5.15.0-1064-azure", "containerd://1.7.15-1", ("1", "2", "3"), "-"
+    ),
+    "gke": PlatformNodes(
+        "Container-Optimized OS from Google", "6.1.85+", "containerd://1.7.15", ("b", "c", "d"), "-"
+    ),
+}
+
+
+def platform_nodes(platform: str) -> PlatformNodes:
+    return PLATFORM_NODES.get(platform, PLATFORM_NODES["eks"])
+
+
 @dataclass
 class NodeGroupSpec:
     name: str
@@ -81,10 +113,11 @@ class NodeGroupSpec:
     capacity: dict[str, str] = field(default_factory=lambda: {"cpu": "4", "memory": "16Gi", "pods": "58"})
     labels: dict[str, str] = field(default_factory=dict)
     taints: list[Obj] = field(default_factory=list)
-    zones: list[str] = field(default_factory=lambda: ["a", "b", "c"])
-    os_image: str = "Amazon Linux 2"
-    kernel: str = "5.10.219-208.866.amzn2.x86_64"
-    runtime: str = "containerd://1.7.11"
+    #: Empty: the platform's (`PlatformNodes`), as are the OS image, kernel and runtime.
+    zones: list[str] = field(default_factory=list)
+    os_image: str = ""
+    kernel: str = ""
+    runtime: str = ""
     max_unavailable: int = 1
     ami: str = ""
 
@@ -226,11 +259,22 @@ class Cloud:
 
     # ---- nodes ----------------------------------------------------------------------------------
 
+    def zones_of(self, group: NodeGroupSpec) -> list[str]:
+        """The group's zones as its scenario names them: `a` (EKS), `1` (AKS: an agent pool's
+        `availabilityZones`), `b` (GKE)."""
+        return list(group.zones or platform_nodes(self.platform).zones)
+
+    def zone_name(self, zone: str) -> str:
+        """A group's zone as its nodes' zone label names it (`ap-northeast-1a`, `westeurope-1`)."""
+        return f"{self.region}{platform_nodes(self.platform).joiner}{zone}"
+
     def node_object(
         self, group: NodeGroupSpec, *, ready: bool, now: float, version: str | None = None
     ) -> Obj:
         n = next(self._hosts)
-        zone = f"{self.region}{group.zones[n % len(group.zones)]}"
+        zones = self.zones_of(group)
+        zone = self.zone_name(zones[n % len(zones)])
+        image = platform_nodes(self.platform)
         ip = f"10.0.{(n // 250) % 250}.{n % 250 + 2}"
         ids = self.engine.ids
         name, own, provider_id = self._as_cloud_names(group, ip=ip, zone=zone, version=version)
@@ -287,9 +331,9 @@ class Cloud:
                     "machineID": ids.hex(32),
                     "systemUUID": ids.hex(32).upper(),
                     "bootID": ids.uid(),
-                    "kernelVersion": group.kernel,
-                    "osImage": group.os_image,
-                    "containerRuntimeVersion": group.runtime,
+                    "kernelVersion": group.kernel or image.kernel,
+                    "osImage": group.os_image or image.os_image,
+                    "containerRuntimeVersion": group.runtime or image.runtime,
                     "kubeletVersion": kubelet_version(version or group.version, self.platform),
                     "kubeProxyVersion": "",
                     "operatingSystem": "linux",

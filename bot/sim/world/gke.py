@@ -173,7 +173,7 @@ class GkeWorld(ProviderWorld):
             "initialNodeCount": group.count,
             "version": group.version.lstrip("v"),
             "status": "RECONCILING" if running is not None else "RUNNING",
-            "locations": list(group.zones),
+            "locations": [self.cloud.zone_name(z) for z in self.cloud.zones_of(group)],
             "selfLink": f"{self.self_link}/nodePools/{name}",
             "upgradeSettings": upgrade,
         }

@@ -30,7 +30,7 @@ import yaml
 
 from bot.sim.apiserver.resources import GA_VERSIONS, KINDS, KNOWN_DEPRECATED_BY_GV
 from bot.sim.controllers.nodes import NODE_GROUP_LABEL, group_label
-from bot.sim.world.cloud import FIRST_HOST
+from bot.sim.world.cloud import FIRST_HOST, platform_nodes
 
 Obj = dict[str, Any]
 _BASE = {"default", "kube-system", "kube-public", "kube-node-lease"}
@@ -268,7 +268,7 @@ def scenario_from_snapshot(snap: Mapping[str, Any], *, name: str | None = None) 
             "version": version,
             "platform": platform,
             **_served(snap),
-            **_placed(snap, node_groups),
+            **_placed(snap, node_groups, platform),
             "warmup": "2m",
         },
         # Served as it was snapshotted: its workloads written Running, not started one by one.
@@ -659,15 +659,18 @@ def _when(text: Any) -> datetime | None:
         return None
 
 
-def _placed(snap: Mapping[str, Any], node_groups: list[Obj]) -> Obj:
+def _placed(snap: Mapping[str, Any], node_groups: list[Obj], platform: str) -> Obj:
     """The region the nodes' zones are in, each group's zones in the order its nodes were made
     (the sim draws a node's zone from its group's list by the node's number), and how old the
-    cluster looked: its oldest node's age when the snapshot was taken (deadlines run from it)."""
+    cluster looked: its oldest node's age when the snapshot was taken (deadlines run from it).
+    A zone is the region, the platform's joiner and one character (`ap-northeast-1a`,
+    `westeurope-1`, `europe-west1-b`)."""
     out: Obj = {}
     nodes = [n for n in snap.get("nodes") or [] if not _fargate(n)]
     zones = [str(n.get("zone") or "") for n in nodes]
-    if zones and all(len(z) > 1 for z in zones) and len({z[:-1] for z in zones}) == 1:
-        out["region"] = zones[0][:-1]
+    joiner = platform_nodes(platform).joiner
+    if zones and all(len(z) > 1 + len(joiner) for z in zones) and len({z[:-1] for z in zones}) == 1:
+        out["region"] = zones[0][:-1].removesuffix(joiner)
         by_group: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
         for node in nodes:
             group = str(node.get("group") or "(none)")
