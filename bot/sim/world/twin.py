@@ -237,7 +237,8 @@ def scenario_from_snapshot(snap: Mapping[str, Any], *, name: str | None = None) 
     placement, pods_of, on_fargate = _workload_pods(snap, group_of, fargate_nodes)
     taints_of = {g["name"]: g.get("taints") or [] for g in node_groups}
     # A GKE cluster's /version names GKE's build (`v1.29.8-gke.1031000`): its twin serves it so.
-    platform = "eks" if eks else "gke" if "-gke." in version else "generic"
+    # An AKS cluster's is plain (`v1.29.7`): its nodes' agent-pool labels say it is AKS.
+    platform = "eks" if eks else "gke" if "-gke." in version else "aks" if _on_aks(snap) else "generic"
     made = _Workloads(
         pods_of,
         placement,
@@ -657,6 +658,16 @@ def _when(text: Any) -> datetime | None:
         return datetime.fromisoformat(str(text).replace("Z", "+00:00"))
     except ValueError:
         return None
+
+
+def _on_aks(snap: Mapping[str, Any]) -> bool:
+    """Are the snapshot's nodes AKS's? Its agent pools label them (`kubernetes.azure.com/agentpool`,
+    `kubernetes.azure.com/cluster`, …)."""
+    return any(
+        node.get("group_label") == group_label("aks")
+        or any(str(k).startswith("kubernetes.azure.com/") for k in node.get("labels") or {})
+        for node in snap.get("nodes") or []
+    )
 
 
 def _placed(snap: Mapping[str, Any], node_groups: list[Obj], platform: str) -> Obj:
