@@ -238,3 +238,38 @@ def test_a_planted_failed_update_ends_failed_with_its_error(sim_factory: Callabl
         "ConfigurationConflict",
     )
     assert eks.describe_addon(clusterName=CLUSTER, addonName="coredns")["addon"]["status"] == "UPDATE_FAILED"
+
+
+def test_updates_of_a_node_group_or_add_on_that_is_not_there_are_not_found_as_eks_answers(
+    sim_eks: SimCluster,
+) -> None:
+    # EKS answers ListUpdates and DescribeUpdate for a missing node group or add-on with
+    # ResourceNotFoundException naming it, not an empty list nor "no update found".
+    eks, _, _ = clients(sim_eks)
+    assert eks.list_updates(name=CLUSTER, nodegroupName="others")["updateIds"] == []
+    update = eks.update_nodegroup_version(clusterName=CLUSTER, nodegroupName="others", version="1.24")[
+        "update"
+    ]
+    for ask in (
+        lambda: eks.list_updates(name=CLUSTER, nodegroupName="no-such-group"),
+        lambda: eks.describe_update(name=CLUSTER, updateId=update["id"], nodegroupName="no-such-group"),
+    ):
+        with pytest.raises(eks.exceptions.ResourceNotFoundException) as missing:
+            ask()
+        assert missing.value.response["ResponseMetadata"]["HTTPStatusCode"] == 404
+        assert missing.value.response["Error"]["Message"] == "No node group found for name: no-such-group."
+    for ask in (
+        lambda: eks.list_updates(name=CLUSTER, addonName="no-such-addon"),
+        lambda: eks.describe_update(name=CLUSTER, updateId=update["id"], addonName="no-such-addon"),
+    ):
+        with pytest.raises(eks.exceptions.ResourceNotFoundException) as missing:
+            ask()
+        assert (
+            missing.value.response["Error"]["Message"]
+            == f"No addon: no-such-addon found in cluster: {CLUSTER}"
+        )
+    # The group's own update is listed and described; another group's is not found under it.
+    assert eks.list_updates(name=CLUSTER, nodegroupName="others")["updateIds"] == [update["id"]]
+    with pytest.raises(eks.exceptions.ResourceNotFoundException) as elsewhere:
+        eks.describe_update(name=CLUSTER, updateId=update["id"], nodegroupName="ng-shared")
+    assert elsewhere.value.response["Error"]["Message"] == f"No update found for ID: {update['id']}"

@@ -890,11 +890,21 @@ class AwsWorld(ProviderWorld):
         self.engine.after(ADDON_UPDATE_SECONDS, done, key=("aws-update", update.id))
         return update
 
+    def _updated(self, nodegroup: str, addon: str) -> None:
+        """The node group or add-on ListUpdates and DescribeUpdate name is there: EKS answers
+        ResourceNotFoundException for one that is not (not an empty list, not the update's 404)."""
+        if nodegroup:
+            self._group(nodegroup)
+        if addon:
+            self.addon(addon)
+
     def update_ids(self, nodegroup: str, addon: str) -> list[str]:
         """ListUpdates: the ids of the cluster's own updates, or a node group's or an add-on's."""
+        self._updated(nodegroup, addon)
         return [u.id for u in self.updates.values() if u.nodegroup == nodegroup and u.addon == addon]
 
     def update(self, update_id: str, nodegroup: str, addon: str) -> Obj:
+        self._updated(nodegroup, addon)
         update = self.updates.get(update_id)
         if update is None or update.nodegroup != nodegroup or update.addon != addon:
             raise AwsError(404, "ResourceNotFoundException", f"No update found for ID: {update_id}")
