@@ -211,13 +211,13 @@ _CLUSTER = Key(
         ),
         "scenario": Key(
             doc="the simulated cluster that stands in for it in `rehearse-fleet`: a built-in scenario "
-            "(`upgrade-bot sim scenarios`) or a scenario file, relative to the configuration file "
-            "(docs/fleets.md)",
+            "(`upgrade-bot sim scenarios`) or a scenario file, relative to the configuration file",
             default="`small`",
             schema={"type": "string", "minLength": 1},
         ),
         "labels": Key(
-            doc="labels of the cluster (`env: lab`), for a fleet stage's `selector` (docs/fleets.md)",
+            doc="labels of the cluster (`env: lab`), for a fleet stage's `selector`: the stage takes every "
+            "configured cluster whose labels include all of the selector's",
             default="none",
             schema={
                 "type": "object",
@@ -499,7 +499,7 @@ KEYS: Mapping[str, Key] = {
         required=("url",),
     ),
     "github": Key(
-        doc="GitHub access for the pull requests plan steps name (`pr:`; docs/pull-requests.md); needs "
+        doc="GitHub access for the pull requests plan steps name (`pr:`); needs "
         "the `github` extra. A token comes from `token_file`, else the `GITHUB_TOKEN` environment variable; "
         "or a GitHub App: `app_id`, `installation_id` and `private_key_file` (else `GITHUB_APP_ID`, "
         "`GITHUB_APP_INSTALLATION_ID` and `GITHUB_APP_PRIVATE_KEY_FILE`)",
@@ -531,8 +531,10 @@ KEYS: Mapping[str, Key] = {
         },
     ),
     "pipeline_hooks": Key(
-        doc="who may report builds on `POST /hooks/pipeline` (docs/pipeline-hooks.md): one secret per "
-        "source (a CI system, a team), named in each request's `X-Upgrade-Bot-Source`",
+        doc="who may report builds on `POST /hooks/pipeline`, the evidence of the plan steps that name a "
+        "`pipeline:`: one secret per source (a CI system, a team); a request names its source in "
+        "`X-Upgrade-Bot-Source` and is signed with its secret (`X-Upgrade-Bot-Signature`: `v1=` and the "
+        "hex HMAC-SHA256 of `v1:{timestamp}:{raw body}`, the timestamp in `X-Upgrade-Bot-Timestamp`)",
         default="off",
         names=Key(
             doc="one source",

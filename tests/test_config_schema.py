@@ -8,11 +8,14 @@ know — at any level of the file — is refused by both, each naming it.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from bot import configschema
+from bot.core.fleets import schema as fleetschema
+from bot.core.runs import planschema
 from bot.errors import ConfigError
 from bot.settings import parse_settings
 from tests.support.config_schema import REPO, load, schema_errors
@@ -208,3 +211,25 @@ def test_the_schema_refuses_shapes_the_bot_refuses(tmp_path: Path) -> None:
         assert schema_errors(load(text)), f"the schema accepts {text!r}"
         with pytest.raises(ConfigError):
             _accepted_by_the_bot(text, tmp_path)
+
+
+def _descriptions(node: object) -> list[str]:
+    if isinstance(node, dict):
+        own = [str(node["description"])] if isinstance(node.get("description"), str) else []
+        return own + [d for value in node.values() for d in _descriptions(value)]
+    if isinstance(node, list):
+        return [d for value in node for d in _descriptions(value)]
+    return []
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [configschema.settings_schema, planschema.plan_schema, fleetschema.fleet_schema],
+    ids=["configuration", "plan", "fleet"],
+)
+def test_no_key_description_sends_an_installed_copy_to_a_docs_file(schema: Callable[[], object]) -> None:
+    # `upgrade-bot init` writes the configuration's schema beside it and editors show these
+    # descriptions; a copy installed from the wheel has no docs/ folder to open.
+    descriptions = _descriptions(schema())
+    assert len(descriptions) > 10
+    assert [d for d in descriptions if re.search(r"docs/[\w/.-]*\.md", d)] == []

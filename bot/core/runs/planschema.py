@@ -152,7 +152,7 @@ _STEP_SHAPES: dict[str, dict[str, Any]] = {
             "job": {"type": "string", "minLength": 1, "maxLength": 200},
         },
         "description": "plain steps only: the CI job whose builds, reported on POST /hooks/pipeline, "
-        "are the step's evidence (docs/pipeline-hooks.md); a failed build pauses the run",
+        "are the step's evidence; a failed build pauses the run",
     },
     "pr": {
         "type": "object",
@@ -172,7 +172,7 @@ _STEP_SHAPES: dict[str, dict[str, Any]] = {
         },
         "description": "plain steps only: the pull request the step's work merges; its gate and the card "
         "show its state, merge commit, checks and approvals; `require` is what its done confirmation "
-        "needs besides people (docs/pull-requests.md)",
+        "needs besides people",
     },
     "announce": {
         "enum": list(STEP_ANNOUNCEMENTS),
