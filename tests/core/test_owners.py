@@ -47,10 +47,12 @@ def test_a_pod_of_a_flux_applied_deployment_is_owned_by_its_kustomization() -> N
         owner.consequence
         == "Flux Kustomization flux-system/apps will revert this change at its next reconcile"
     )
-    # Each command its own code span, whole as typed; the words between them outside.
-    assert owner.path == (
-        '`/upgrade action flux-suspend object=kustomization/flux-system/apps --reason "…"` first, then '
-        '`/upgrade action flux-resume object=kustomization/flux-system/apps --reason "…"` once the fix is in Git'
+    # Each command its own code span, whole as typed (on the cluster the object was read from:
+    # with several configured, one without `--cluster` only asks which); the words between outside.
+    assert owner.path_on("prod") == (
+        '`/upgrade action flux-suspend object=kustomization/flux-system/apps --cluster prod --reason "…"` first, '
+        'then `/upgrade action flux-resume object=kustomization/flux-system/apps --cluster prod --reason "…"` '
+        "once the fix is in Git"
     )
 
 
@@ -88,7 +90,10 @@ def test_kube_proxy_applied_by_eks_is_the_managed_add_on_and_a_self_managed_one_
     managed = owner_of(_obj("DaemonSet", "kube-system", "kube-proxy", managedFields=eks))
     assert managed is not None
     assert (managed.kind, managed.name) == (EKS_ADDON, "kube-proxy")
-    assert managed.path.startswith("`/upgrade action eks-update-addon addon=kube-proxy")
+    assert managed.path_on("prod") == (
+        '`/upgrade action eks-update-addon addon=kube-proxy version=… --cluster prod --reason "…"` instead of '
+        "`set-image`"
+    )
     vpc = owner_of(_obj("DaemonSet", "kube-system", "aws-node", managedFields=eks))
     assert vpc is not None
     assert vpc.name == "vpc-cni"

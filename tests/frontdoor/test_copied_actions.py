@@ -2,15 +2,19 @@
 run" line of a run that suspended Flux, pasted back through the HTTP front door (the real slack_sdk
 client, the Slack stub) where two clusters are configured, names its cluster, is refused only for
 its reason's placeholder, asking for the reason, and with a reason in its place starts the run.
+So do the check report's commands (a Flux-owned budget's owner's way, a cordoned node's uncordon)
+and the `set-image` refusal's add-on update on EKS's kube-proxy.
 The copied commands once lacked `--reason` and `--cluster`, and `/upgrade action` refused them."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from kubernetes import client, config
 
 from bot.sim import SimCluster
 from tests.support.awaited import Bot
@@ -32,6 +36,15 @@ def bot(
 ) -> Iterator[tuple[Bot, Path]]:
     with fix_bot(write_config, slack_stub, sim, tmp_path, more_clusters=("staging",)) as started:
         yield started
+
+
+def _uploaded(front: Bot, prefix: str) -> str:
+    """The last file uploaded whose title starts with `prefix`, as Slack received it."""
+    done = [
+        f for c in front.stub.calls_to("files.completeUploadExternal") for f in json.loads(c.params["files"])
+    ]
+    file_id = next(f["id"] for f in reversed(done) if str(f.get("title", "")).startswith(prefix))
+    return front.stub.uploads[file_id].decode()
 
 
 def _offered(front: Bot) -> str:
@@ -75,3 +88,58 @@ def test_the_held_owners_command_pasted_back_asks_for_its_reason_then_runs(
         r"`flux-resume` on prod is run `R\w+`; it waits for the primary and the shadow to approve it in its thread\.",
         said,
     ), said
+
+
+def test_the_check_report_s_commands_name_the_cluster_it_read(bot: tuple[Bot, Path]) -> None:
+    """PDB001's owner's way and NODE002's uncordon once lacked `--cluster`: pasted where two
+    clusters are configured, they only asked which."""
+    front, kubeconfig = bot
+    api = config.new_client_from_config(config_file=str(kubeconfig), persist_config=False)
+    core = client.CoreV1Api(api)
+    node = sorted(n.metadata.name for n in core.list_node().items)[0]
+    core.patch_node(node, {"spec": {"unschedulable": True}})  # someone's `kubectl cordon`
+    # A budget Flux applies, which podinfo's two replicas hold at zero disruptions.
+    client.PolicyV1Api(api).create_namespaced_pod_disruption_budget(
+        "apps",
+        {
+            "metadata": {
+                "name": "podinfo",
+                "labels": {
+                    "kustomize.toolkit.fluxcd.io/name": "apps",
+                    "kustomize.toolkit.fluxcd.io/namespace": "flux-system",
+                },
+            },
+            "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "podinfo"}}},
+        },
+    )
+    front.command("check --cluster prod")
+    report = _uploaded(front, "Pre-flight check of prod")
+    assert (
+        '`/upgrade action flux-suspend object=kustomization/flux-system/apps --cluster prod --reason "…"` first'
+        in report
+    ), report
+    uncordon = (
+        f'/upgrade action uncordon node={node} --cluster prod --reason "left cordoned before the upgrade"'
+    )
+    assert f"`{uncordon}`" in report, report
+    # Pasted as it is, it is taken: a one-step run on prod, behind its gate.
+    said = front.command(uncordon.removeprefix("/upgrade "))
+    assert re.fullmatch(
+        r"`uncordon` on prod is run `R\w+`; it waits for the primary and the shadow to approve it in its thread\.",
+        said,
+    ), said
+
+
+def test_set_image_on_eks_s_kube_proxy_is_refused_with_the_add_on_update_on_its_cluster(
+    bot: tuple[Bot, Path],
+) -> None:
+    """The refusal's `eks-update-addon` once lacked `--cluster`: pasted, it only asked which."""
+    front, _ = bot
+    said = front.command(
+        "action set-image workload=daemonset/kube-system/kube-proxy --cluster prod --reason the image EKS documents"
+    )
+    assert (
+        "daemonset/kube-system/kube-proxy is the EKS managed add-on kube-proxy: the next update of the EKS managed "
+        "add-on kube-proxy will overwrite this change. Use `/upgrade action eks-update-addon addon=kube-proxy "
+        'version=… --cluster prod --reason "…"` instead of `set-image`'
+    ) in said, said

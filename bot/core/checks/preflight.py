@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from bot.core.checks.cluster_health import HealthFacts, run_health_checks
 from bot.core.checks.findings import RECOMMENDED, REQUIRED, Finding, FindingKind, declare, listed
-from bot.core.kube.owners import Owner
+from bot.core.kube.owners import Owner, action
 
 #: The ids these checks report (`bot.core.checks.ids` gathers every module's): an id emitted here
 #: and not declared is one `waive` refuses, which `tests/core/checks/test_finding_ids.py` catches.
@@ -155,10 +155,11 @@ class PdbFacts:
     def ref(self) -> str:
         return f"PodDisruptionBudget {self.namespace}/{self.name}"
 
-    def relax(self) -> str:
-        """How to relax it for the upgrade: its owner's way, or `kubectl edit`."""
+    def relax(self, cluster: str) -> str:
+        """How to relax it for the upgrade: its owner's way (its commands on `cluster`, the one the
+        budget was read from), or `kubectl edit`."""
         if self.owner is not None:
-            return f"{self.owner.consequence} if edited: {self.owner.path}"
+            return f"{self.owner.consequence} if edited: {self.owner.path_on(cluster)}"
         return f"kubectl -n {self.namespace} edit pdb {self.name}"
 
 
@@ -392,12 +393,12 @@ def _run_of(cordoned_by: str) -> str:
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 
 
-def _uncordon(names: Sequence[str], total: int, *, reason: str = "left cordoned before the upgrade") -> str:
-    """The pasteable gated uncordon of `names` (the first MAX_UNCORDON of `total`)."""
-    return (
-        f"/upgrade action uncordon node={','.join(names)}"
-        + f' --reason "{reason}"'
-        + (f"\n  (the first {MAX_UNCORDON} of {total}; again for the rest)" if total > MAX_UNCORDON else "")
+def _uncordon(
+    names: Sequence[str], total: int, *, cluster: str, reason: str = "left cordoned before the upgrade"
+) -> str:
+    """The pasteable gated uncordon of `names` (the first MAX_UNCORDON of `total`) on `cluster`."""
+    return action(f"uncordon node={','.join(names)}", cluster=cluster, reason=reason) + (
+        f"\n  (the first {MAX_UNCORDON} of {total}; again for the rest)" if total > MAX_UNCORDON else ""
     )
 
 
@@ -416,7 +417,8 @@ def _cordoned(facts: Facts) -> Finding:
     if names:
         fix = (
             "Ask who cordoned them and why; then remove them, or make them schedulable again through"
-            " the gated action (two people, the dry run at its gate):\n  " + _uncordon(names, len(theirs))
+            " the gated action (two people, the dry run at its gate):\n  "
+            + _uncordon(names, len(theirs), cluster=facts.cluster)
         )
     if ours:
         runs = sorted({_run_of(n.cordoned_by) for n in ours})
@@ -428,7 +430,10 @@ def _cordoned(facts: Facts) -> Finding:
             + (" They are left out of the command above and of the Fix… button." if names else "")
             + " Only if that run is over:\n  "
             + _uncordon(
-                [n.name for n in ours[:MAX_UNCORDON]], len(ours), reason="left cordoned by a run that is over"
+                [n.name for n in ours[:MAX_UNCORDON]],
+                len(ours),
+                cluster=facts.cluster,
+                reason="left cordoned by a run that is over",
             )
         )
     return Finding(
@@ -488,14 +493,14 @@ def _blocks_single(pdb: PdbFacts, selected: Sequence[WorkloadFacts]) -> bool:
     return pdb.min_available == "100%" and bool(selected)
 
 
-def _never_fix(pdb: PdbFacts) -> str:
+def _never_fix(pdb: PdbFacts, cluster: str) -> str:
     """The fix of a budget that can never allow an eviction, whatever its pods' health."""
     if pdb.max_unavailable in (0, "0", "0%"):
         return (
             "Set maxUnavailable: 1 for the upgrade: 0 refuses every eviction, however many replicas run"
-            f" ({pdb.relax()})."
+            f" ({pdb.relax(cluster)})."
         )
-    return f"Run more replicas than minAvailable, or use maxUnavailable: 1 ({pdb.relax()})."
+    return f"Run more replicas than minAvailable, or use maxUnavailable: 1 ({pdb.relax(cluster)})."
 
 
 def check_drain(facts: Facts) -> list[Finding]:
@@ -520,10 +525,10 @@ def check_drain(facts: Facts) -> list[Finding]:
                     f"{' over ' + names if names else ''}: every eviction is refused (429), so the drain of"
                     " its pods' nodes waits until the managed node group gives up (EKS: 15 minutes,"
                     " PodEvictionFailure).",
-                    fix=_never_fix(pdb)
+                    fix=_never_fix(pdb, facts.cluster)
                     if _blocks_single(pdb, selected)
                     else "Fix the unhealthy pods it counts, or scale the workload up, or relax the budget for"
-                    f" the upgrade ({pdb.relax()}).",
+                    f" the upgrade ({pdb.relax(facts.cluster)}).",
                 )
             )
         elif _blocks_single(pdb, selected):  # before the disruption controller computed its status
@@ -534,7 +539,7 @@ def check_drain(facts: Facts) -> list[Finding]:
                     title=f"PodDisruptionBudget {pdb.namespace}/{pdb.name} can never allow an eviction",
                     objects=(pdb.ref, *(w.ref for w in selected)),
                     why=f"{budget} over {names}: no pod can ever be evicted, so a drain never ends.",
-                    fix=_never_fix(pdb),
+                    fix=_never_fix(pdb, facts.cluster),
                 )
             )
     groups = (

@@ -78,9 +78,11 @@ class SetImageJob(RestartJob):
         if owner is not None and owner.kind == EKS_ADDON:
             # Setting the image behind EKS's back lasts until the next add-on update (or EKS's
             # own reconcile) and leaves the add-on's version saying something else: the owner's
-            # path is UpdateAddon (issue 40 item 7).
+            # path is UpdateAddon (issue 40 item 7), on this cluster: the adapter's name is the
+            # configured one, without which the pasted command only asks "which cluster?".
             raise UserError(
-                f"{kind}/{namespace}/{name} is the {owner.title}: {owner.consequence}. Use {owner.path}"
+                f"{kind}/{namespace}/{name} is the {owner.title}: {owner.consequence}. "
+                f"Use {owner.path_on(str(getattr(cluster, 'name', '')))}"
             )
         containers = _containers(obj)
         container = str(args.get("container", "")).strip()

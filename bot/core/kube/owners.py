@@ -88,15 +88,11 @@ class Owner:
             return f"the next `helm upgrade` of {self.title} will overwrite this change"
         return f"the next update of the {self.title} will overwrite this change"
 
-    @property
-    def path(self) -> str:
-        """The owner's path on a cluster not named (`path_on`)."""
-        return self.path_on()
-
-    def path_on(self, cluster: str = "") -> str:
+    def path_on(self, cluster: str) -> str:
         """The owner's path: the gated action (or the step) that changes it the owner's way, each
-        command its own code span, whole as people type it (`action`: on `cluster` when it is
-        known), the words outside them."""
+        command its own code span, whole as people type it (`action`: on `cluster`, the name of the
+        configured cluster the object was read from — with several configured, a command without
+        it only asks "which cluster?"), the words outside them."""
         if self.kind in (FLUX_KUSTOMIZATION, FLUX_HELMRELEASE):
             obj = f"object={'kustomization' if self.kind == FLUX_KUSTOMIZATION else 'helmrelease'}/{self.ref}"
             return (
@@ -133,13 +129,14 @@ class Owner:
 REASON_PLACEHOLDER = "…"
 
 
-def action(command: str, *, cluster: str = "") -> str:
+def action(command: str, *, cluster: str = "", reason: str = REASON_PLACEHOLDER) -> str:
     """A gated action as people type it, in a code span of its own so it can be copied whole, and
     complete: `/upgrade action` refuses one without `--reason`, and one without `--cluster` where
     several clusters are configured. `--cluster` names `cluster` when it is known (a run's: it is
-    accepted with one cluster configured as well); `--reason "…"` is the placeholder for why."""
+    accepted with one cluster configured as well); `--reason "…"` is the placeholder for why,
+    unless the bot knows it (`reason`: a check's own words for a node it found cordoned)."""
     where = f" --cluster {cluster}" if cluster else ""
-    return f'`/upgrade action {command}{where} --reason "{REASON_PLACEHOLDER}"`'
+    return f'`/upgrade action {command}{where} --reason "{reason}"`'
 
 
 def describe(obj: Mapping[str, Any]) -> str:

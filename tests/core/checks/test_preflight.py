@@ -125,9 +125,11 @@ def test_not_ready_nodes_are_required_and_cordoned_ones_recommended() -> None:
     assert by_id["NODE001"].objects == ("Node a",)
     assert by_id["NODE002"].severity == RECOMMENDED
     assert by_id["NODE002"].objects == ("Node b",)
-    # The remedy is the gated action with the node's name, ready to paste.
+    # The remedy is the gated action with the node's name and the cluster's, ready to paste: with
+    # several clusters configured, one without `--cluster` only asks which.
     assert (
-        '/upgrade action uncordon node=b --reason "left cordoned before the upgrade"' in by_id["NODE002"].fix
+        '`/upgrade action uncordon node=b --cluster prod --reason "left cordoned before the upgrade"`'
+        in by_id["NODE002"].fix
     )
     assert by_id["NODE002"].action == "uncordon node=b"  # what its Fix… button starts
 
@@ -147,7 +149,7 @@ def test_nodes_the_bot_s_run_cordoned_are_named_but_not_offered_to_uncordon() ->
     (finding,) = check_nodes(facts(nodes=[node("b", cordoned=True), ours, node("c")]))
     assert finding.objects == ("Node b", "Node d (the bot's run R7)")
     assert finding.action == "uncordon node=b"
-    assert "/upgrade action uncordon node=b --reason" in finding.fix
+    assert "`/upgrade action uncordon node=b --cluster prod --reason" in finding.fix
     assert "belong to run R7" in finding.fix
     assert "They are left out of the command above and of the Fix… button." in finding.fix
 
@@ -157,7 +159,10 @@ def test_nodes_the_bot_s_run_cordoned_are_named_but_not_offered_to_uncordon() ->
     assert only_ours.action == ""
     assert "/upgrade action uncordon node=b" not in only_ours.fix
     assert "(`/upgrade status R7`). Only if that run is over:" in only_ours.fix
-    assert '/upgrade action uncordon node=d --reason "left cordoned by a run that is over"' in only_ours.fix
+    assert (
+        '`/upgrade action uncordon node=d --cluster prod --reason "left cordoned by a run that is over"`'
+        in only_ours.fix
+    )
 
 
 def test_a_node_whose_annotation_names_no_run_is_not_the_bot_s_and_is_offered_to_uncordon() -> None:
@@ -246,8 +251,9 @@ def test_a_budget_that_git_owns_is_relaxed_the_owners_way_and_max_unavailable_ze
     assert finding.fix == (
         "Set maxUnavailable: 1 for the upgrade: 0 refuses every eviction, however many replicas run (Flux "
         "Kustomization flux-system/apps will revert this change at its next reconcile if edited: `/upgrade action "
-        'flux-suspend object=kustomization/flux-system/apps --reason "…"` first, then `/upgrade action flux-resume '
-        'object=kustomization/flux-system/apps --reason "…"` once the fix is in Git).'
+        'flux-suspend object=kustomization/flux-system/apps --cluster prod --reason "…"` first, then `/upgrade '
+        'action flux-resume object=kustomization/flux-system/apps --cluster prod --reason "…"` once the fix is in '
+        "Git)."
     )
 
 

@@ -90,12 +90,13 @@ def test_an_eks_managed_kube_proxy_is_refused_with_eks_update_addon_on_the_gate_
     assert action["error"].startswith(
         "daemonset/kube-system/kube-proxy is the EKS managed add-on kube-proxy: "
     )
-    assert (
-        'Use `/upgrade action eks-update-addon addon=kube-proxy version=… --reason "…"` instead of `set-image`'
-        in text
-    )
-    with pytest.raises(UserError, match="eks-update-addon addon=kube-proxy"):
+    # The command names the cluster the job reads (the adapter's configured name): with several
+    # clusters configured, one pasted without `--cluster` only asks which.
+    said = 'Use `/upgrade action eks-update-addon addon=kube-proxy version=… --cluster prod --reason "…"` instead of'
+    assert f"{said} `set-image`" in text
+    with pytest.raises(UserError) as refused:
         SetImageJob().plan(cluster, {"workload": KUBE_PROXY}, now=NOW)
+    assert said in refused.value.user_message
 
 
 @pytest.mark.parametrize(
