@@ -11,11 +11,12 @@ from bot.core.command import Args, CommandContext, CommandParser, Registry, Repl
 from bot.core.people import ANY_ROLE
 from bot.core.rules import load_rules
 from bot.core.snapshots import service as snapshots
+from bot.core.snapshots.labels import label_of
 from bot.core.snapshots.provider import provider_of
 
 
 def run(ctx: CommandContext, args: Args) -> Reply:
-    """Take a snapshot of the cluster and store it under a label such as `pre` or `post`.
+    """Take a snapshot of the cluster and store it under a one-word label such as `pre` or `post`.
 
     It records the control-plane version and served APIs, every node (group, versions, readiness,
     taints, cordon), every pod folded under its workload (ready x/y, restarts, waiting reasons,
@@ -25,7 +26,7 @@ def run(ctx: CommandContext, args: Args) -> Reply:
     Example: `/upgrade snapshot pre`
     """
     cluster = pick_cluster(ctx.settings.clusters, args.cluster)
-    label = " ".join(args.label) if args.label else "manual"
+    label = label_of(args.label)  # refused before the cluster is read
     reader = ctx.connect_cluster(cluster)
     with contextlib.closing(reader):
         stored = snapshots.take_and_store(
@@ -49,7 +50,8 @@ def run(ctx: CommandContext, args: Args) -> Reply:
 
 
 def _arguments(parser: CommandParser) -> None:
-    parser.add_argument("label", nargs="*", help="pre, post, or any text (default: manual)")
+    # The words, not one: a second word gets its own reason (`label_of`), not argparse's.
+    parser.add_argument("label", nargs="*", help="one word: pre, post, pre-2 … (default: manual)")
     parser.add_argument("--cluster", metavar="NAME", help="a configured cluster (default: the only one)")
 
 

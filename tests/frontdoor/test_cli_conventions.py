@@ -238,6 +238,24 @@ def test_without_a_configuration_file_or_a_kubeconfig_it_says_what_is_missing(tm
     assert "--kubeconfig PATH, set KUBECONFIG" in result.stderr
 
 
+def test_a_snapshot_label_of_two_words_is_status_1_before_the_cluster_is_read(
+    tmp_path: Path,
+    sim_eks: SimCluster,
+    sim_kubeconfig: Callable[[SimCluster], Path],
+    write_config: Callable[..., Path],
+) -> None:
+    """`upgrade-bot snapshot pre pre` stored `pre pre`, which `diff` could name only in quotes."""
+    config = write_config(f"clusters:\n  sim: {{kubeconfig: {sim_kubeconfig(sim_eks)}}}\n")
+    env = _env(tmp_path)
+    two = cli(tmp_path, "snapshot", "pre", "pre", "--config", str(config), env=env)
+    assert two.returncode == 1
+    assert "`snapshot` takes one label, one word: `pre pre` is 2 words; use `pre-pre`" in two.stderr
+    assert "snapshot `pre pre` of" not in two.stderr  # refused before the cluster is read
+    assert cli(tmp_path, "snapshot", "pre-pre", "--config", str(config), env=env).returncode == 0
+    with sqlite3.connect(tmp_path / "data" / "upgrade-bot.db") as db:
+        assert db.execute("select label from snapshots").fetchall() == [("pre-pre",)]
+
+
 def test_diff_of_an_unknown_label_is_status_1_with_a_configuration_file(
     tmp_path: Path,
     sim_eks: SimCluster,

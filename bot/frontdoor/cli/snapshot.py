@@ -1,4 +1,4 @@
-"""`upgrade-bot snapshot [LABEL…] [--cluster C]`: take a snapshot of a cluster and store it.
+"""`upgrade-bot snapshot [LABEL] [--cluster C]`: take a snapshot of a cluster and store it.
 (`snapshot export ID` has its own parser: `snapshot_export`.)"""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from bot.core.checks.logprobe import log_probe
 from bot.core.clusters import group_labels, pick_cluster
 from bot.core.rules import load_rules
 from bot.core.snapshots import service as snapshots
+from bot.core.snapshots.labels import label_of
 from bot.core.snapshots.provider import provider_of
 from bot.frontdoor.cli.config import configured
 from bot.frontdoor.cli.connect import connect, open_store
@@ -35,7 +36,8 @@ def register(subparsers: Subparsers) -> Handler:
     snap = subparsers.add_parser(
         "snapshot", parents=[common_options()], help="take a snapshot (or: snapshot export ID)"
     )
-    snap.add_argument("label", nargs="*", help="pre, post, or any text (default: manual)")
+    # The words, not one: a second word gets its own reason (`label_of`), not argparse's.
+    snap.add_argument("label", nargs="*", help="one word: pre, post, pre-2 … (default: manual)")
     snap.add_argument("--cluster", help="a configured cluster (default: the only one)")
     kube_flags(snap)
     snap.add_argument("--as", dest="as_user", metavar="USER_ID", help="recorded as the person who took it")
@@ -44,7 +46,7 @@ def register(subparsers: Subparsers) -> Handler:
 
 def _snapshot(settings: Settings, args: argparse.Namespace) -> int:
     cluster = pick_cluster(settings.clusters, args.cluster)
-    label = " ".join(args.label) if args.label else "manual"
+    label = label_of(args.label)  # refused before the cluster is read
     # The store (sqlalchemy's import is a tenth of a 150,000-pod snapshot) opens on a thread once the
     # pods' helper process is listing them (`beside`): this process then mostly waits, and a store
     # that cannot open fails the command at the end. Opened from the start, the import held the

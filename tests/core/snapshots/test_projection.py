@@ -15,7 +15,7 @@ import pytest
 
 from bot.core.checks.logprobe import log_probe
 from bot.core.rules import load_rules
-from bot.core.snapshots.labels import MAX_LABEL, clean_label
+from bot.core.snapshots.labels import MAX_LABEL, clean_label, label_of
 from bot.core.snapshots.projection import (
     P,
     pod_display_status,
@@ -268,11 +268,39 @@ def test_a_pods_status_reasons_and_unready_containers_are_what_pod_display_statu
     assert seen == len(_STATES) * 4 * len(_STATES) * 2 * 2
 
 
-def test_snapshot_labels_lose_control_characters_and_stay_one_short_line() -> None:
-    assert clean_label("pre\tupgrade\x1b[31m\n") == "pre upgrade [31m"
+def test_snapshot_labels_lose_control_characters_and_stay_one_short_word() -> None:
+    assert clean_label(" pre-upgrade\x1b\r\n") == "pre-upgrade"
     assert len(clean_label("x" * 500)) == MAX_LABEL
     with pytest.raises(UserError):
         clean_label("\x00\x07")
+
+
+@pytest.mark.parametrize(
+    ("label", "meant"),
+    [("pre pre", "pre-pre"), ("pre\tupgrade", "pre-upgrade"), ("before  the 1.25", "before-the-1.25")],
+)
+def test_a_snapshot_label_with_a_space_is_refused_with_the_word_it_may_have_meant(
+    label: str, meant: str
+) -> None:
+    """`diff pre pre` names two snapshots: a label with a space could be named only in quotes."""
+    with pytest.raises(UserError) as refused:
+        clean_label(label)
+    assert refused.value.user_message.startswith("a snapshot label is one word: `")
+    assert refused.value.user_message.endswith(
+        f"has a space, which `diff` could name only in quotes; use `{meant}`"
+    )
+
+
+def test_the_snapshot_command_s_words_give_one_label_or_a_reason() -> None:
+    assert label_of([]) == "manual"
+    assert label_of(["pre"]) == "pre"
+    with pytest.raises(UserError) as refused:
+        label_of(["pre", "pre"])
+    # The parser split the words: the second is named as what it is, not taken into the label.
+    assert (
+        refused.value.user_message
+        == "`snapshot` takes one label, one word: `pre pre` is 2 words; use `pre-pre`"
+    )
 
 
 def test_the_stored_json_reads_back_as_json_dumps_would_have_written_it() -> None:
