@@ -5,7 +5,7 @@ when the cluster names an Alertmanager or a Prometheus."""
 from __future__ import annotations
 
 from bot.core.actions.base import ActionContext, ActionResult, ActionSpec
-from bot.core.snapshots.labels import clean_label
+from bot.core.snapshots.labels import new_label
 from bot.errors import clip
 from bot.records import ActionRequest
 
@@ -39,5 +39,5 @@ SPEC = ActionSpec(
     required=frozenset({"label"}),
     run=run,
     # A label `diff` could not find (a number, "#…") is refused when the plan is read.
-    check=lambda args: clean_label(str(args.get("label", ""))),
+    check=lambda args: new_label(str(args.get("label", ""))),
 )

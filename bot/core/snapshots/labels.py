@@ -2,8 +2,9 @@
 
 Below the service: the `snapshot` action checks a plan's labels with it when the plan is read, and
 the `snapshot` command (Slack's and the terminal's) before it reads the cluster. Only a new label
-is checked: `diff` finds a stored one as it was stored (a label with a space, from before labels
-were one word, is still found when quoted).
+is checked (`new_label`): `diff` finds a stored one as it was stored (a label with a space, from
+before labels were one word, is still found when quoted), and a run whose plan was read before
+still takes its step's snapshot under the label it gave (`clean_label`).
 """
 
 from __future__ import annotations
@@ -20,9 +21,8 @@ DEFAULT_LABEL = "manual"
 
 
 def clean_label(label: str) -> str:
-    """The label without control characters (a pasted tab, an escape sequence), bounded, and one
-    word: `diff pre upgrade` names two snapshots, so a label with a space could be named only in
-    quotes, awkward to type in Slack."""
+    """The label without control characters (a pasted tab, an escape sequence), one line, bounded.
+    What a snapshot is stored under: a plan stored before labels were one word still runs."""
     printable = "".join(ch if ch.isprintable() else " " for ch in label)
     cleaned = " ".join(printable.split())[:MAX_LABEL]
     if not cleaned:
@@ -33,6 +33,14 @@ def clean_label(label: str) -> str:
             f"a snapshot label cannot be a number or start with #: `{clip(cleaned, 40)}` would be read as a "
             "snapshot's id; use a word, like `pre-2`"
         )
+    return cleaned
+
+
+def new_label(label: str) -> str:
+    """A label a person gives now (the `snapshot` command, a plan's step when the plan is read):
+    `clean_label`'s, and one word: `diff pre upgrade` names two snapshots, so a label with a space
+    could be named only in quotes, awkward to type in Slack."""
+    cleaned = clean_label(label)
     if " " in cleaned:
         raise UserError(
             f"a snapshot label is one word: `{clip(cleaned, 40)}` has a space, which `diff` could name only "
@@ -53,7 +61,7 @@ def label_of(words: Sequence[str]) -> str:
             f"`snapshot` takes one label, one word: `{clip(typed, 40)}` is {len(words)} words; "
             f"use `{_one_word(typed)}`"
         )
-    return clean_label(words[0])
+    return new_label(words[0])
 
 
 def _one_word(text: str) -> str:
@@ -62,4 +70,4 @@ def _one_word(text: str) -> str:
     return "-".join(printable.split())[:MAX_LABEL]
 
 
-__all__ = ["DEFAULT_LABEL", "MAX_LABEL", "clean_label", "label_of"]
+__all__ = ["DEFAULT_LABEL", "MAX_LABEL", "clean_label", "label_of", "new_label"]

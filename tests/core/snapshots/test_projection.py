@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
+from bot.adapters.store import Store
 from bot.core.checks.logprobe import log_probe
 from bot.core.rules import load_rules
-from bot.core.snapshots.labels import MAX_LABEL, clean_label, label_of
+from bot.core.snapshots.labels import MAX_LABEL, clean_label, label_of, new_label
 from bot.core.snapshots.projection import (
     P,
     pod_display_status,
@@ -24,7 +25,7 @@ from bot.core.snapshots.projection import (
     take_snapshot,
     to_json,
 )
-from bot.core.snapshots.service import StreamedBody
+from bot.core.snapshots.service import StreamedBody, take_and_store
 from bot.errors import ClusterError, UserError
 from tests.support.kube_objects import (
     container_status,
@@ -268,11 +269,24 @@ def test_a_pods_status_reasons_and_unready_containers_are_what_pod_display_statu
     assert seen == len(_STATES) * 4 * len(_STATES) * 2 * 2
 
 
-def test_snapshot_labels_lose_control_characters_and_stay_one_short_word() -> None:
-    assert clean_label(" pre-upgrade\x1b\r\n") == "pre-upgrade"
+def test_snapshot_labels_lose_control_characters_and_stay_one_short_line() -> None:
+    assert clean_label("pre\tupgrade\x1b[31m\n") == "pre upgrade [31m"
+    assert new_label(" pre-upgrade\x1b\r\n") == "pre-upgrade"
     assert len(clean_label("x" * 500)) == MAX_LABEL
     with pytest.raises(UserError):
         clean_label("\x00\x07")
+
+
+def test_a_plan_stored_before_labels_were_one_word_still_takes_its_snapshot(tmp_path: Path) -> None:
+    """A run's plan is read once, when it starts: its snapshot step's label is stored as it is, so
+    a bot upgraded in the middle of a run does not fail the step it had accepted."""
+    store = Store.open(f"sqlite:///{tmp_path / 'bot.db'}")
+    try:
+        stored = take_and_store(store, cluster(), label="pre upgrade", taken_by="U1", now=NOW)
+        assert stored.meta.label == "pre upgrade"
+        assert [m.label for m in store.snapshots()] == ["pre upgrade"]
+    finally:
+        store.close()
 
 
 @pytest.mark.parametrize(
@@ -284,7 +298,7 @@ def test_a_snapshot_label_with_a_space_is_refused_with_the_word_it_may_have_mean
 ) -> None:
     """`diff pre pre` names two snapshots: a label with a space could be named only in quotes."""
     with pytest.raises(UserError) as refused:
-        clean_label(label)
+        new_label(label)
     assert refused.value.user_message.startswith("a snapshot label is one word: `")
     assert refused.value.user_message.endswith(
         f"has a space, which `diff` could name only in quotes; use `{meant}`"
