@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from bot import configschema
+from bot.core import actions
 from bot.core.fleets import schema as fleetschema
 from bot.core.runs import planschema
 from bot.errors import ConfigError
@@ -233,3 +234,11 @@ def test_no_key_description_sends_an_installed_copy_to_a_docs_file(schema: Calla
     descriptions = _descriptions(schema())
     assert len(descriptions) > 10
     assert [d for d in descriptions if re.search(r"docs/[\w/.-]*\.md", d)] == []
+
+
+def test_no_action_summary_sends_an_installed_copy_to_a_docs_file() -> None:
+    # An action's one-line summary describes it wherever the registry is listed; like the schemas'
+    # descriptions, it names no file that only the repository has.
+    summaries = [spec.summary for spec in actions.BUILTIN]
+    assert len(summaries) > 10
+    assert [s for s in summaries if re.search(r"docs/[\w/.-]*\.md", s)] == []

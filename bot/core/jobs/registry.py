@@ -396,7 +396,7 @@ KINDS: tuple[JobKind, ...] = (
     JobKind(
         name="alerts",
         summary="no new alerts: pass after `settle` with none new since the step began, fail on a new "
-        "critical one or at `timeout`; no answer from Alertmanager asks people (docs/evidence-gate.md)",
+        "critical one or at `timeout`; no answer from Alertmanager asks people",
         optional=frozenset({"settle", "ignore", "timeout"}),
         mutating=False,
         command=False,
@@ -406,8 +406,7 @@ KINDS: tuple[JobKind, ...] = (
     JobKind(
         name="analysis",
         summary="measure a PromQL query `count` times, `interval` apart, judged by `success`/`failure` over "
-        "`result` and `baseline` (Argo Rollouts' outcomes); Inconclusive or Error asks people "
-        "(docs/evidence-gate.md)",
+        "`result` and `baseline` (Argo Rollouts' outcomes); Inconclusive or Error asks people",
         required=frozenset({"query"}),
         optional=frozenset(
             {"success", "failure", "interval", "count", "failure_limit", "inconclusive_limit"}
@@ -421,7 +420,7 @@ KINDS: tuple[JobKind, ...] = (
         name="app-health",
         summary="Argo CD Applications Healthy and Synced, Flux Kustomizations/HelmReleases Ready (read "
         "through the cluster's API); apps unhealthy at the run's baseline (its first snapshot) are reported, not blocking; no "
-        "answer asks people (docs/evidence-gate.md)",
+        "answer asks people",
         optional=frozenset({"namespaces", "selector", "timeout"}),
         mutating=False,
         command=False,
