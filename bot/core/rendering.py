@@ -19,7 +19,8 @@ Team templates are untrusted code, so the sandbox bounds their work as well as w
   does the garbage collector's time: a full collection of a large process runs in whichever thread
   allocated last and can take longer than the bound itself, and it is not the template's work
   (`_collecting`). The deadline is checked at every loop iteration, call, operator, attribute and
-  output chunk: no signals or threads, so it is safe in any worker thread;
+  output chunk (the CPU clock is read only once the wall clock says the budget could be spent,
+  `_Budget`): no signals or threads, so it is safe in any worker thread;
 - output: at most `MAX_OUTPUT` characters (200,000) per file; Slack takes 40,000 of text and about
   12,000 of blocks, so anything past this is a mistake;
 - values: a string or list a template builds weighs at most `MAX_SIZE` characters (200,000), and
@@ -272,9 +273,24 @@ class LimitExceeded(jinja2.TemplateRuntimeError):
     """A template asked for more work than a reply may take; the message is the reason."""
 
 
-#: The deadline of the render running in this thread (None outside a render: only sizes are bounded),
-#: in `_work_time`.
-_deadline: ContextVar[float | None] = ContextVar("template_deadline", default=None)
+class _Budget:
+    """The time budget of the render running in this thread: its deadline in `_work_time`, and
+    where that clock stood when last read, with the monotonic clock then. A thread's CPU time
+    grows no faster than the clock on the wall, so while less wall time has passed since that
+    reading than the budget had left, the deadline cannot have passed and the CPU clock (a system
+    call, ten times the wall clock's price) is not read: a card's render checks its time at
+    thousands of operations, and reading it at each was a few percent of a rehearsal's CPU."""
+
+    __slots__ = ("deadline", "read", "read_at")
+
+    def __init__(self, seconds: float) -> None:
+        self.read = _work_time()
+        self.read_at = time.monotonic()
+        self.deadline = self.read + seconds
+
+
+#: The budget of the render running in this thread (None outside a render: only sizes are bounded).
+_deadline: ContextVar[_Budget | None] = ContextVar("template_deadline", default=None)
 
 
 class _Collecting(threading.local):
@@ -327,8 +343,14 @@ def _work_time() -> float:
 
 
 def _tick() -> None:
-    deadline = _deadline.get()
-    if deadline is not None and _work_time() > deadline:
+    budget = _deadline.get()
+    if budget is None:
+        return
+    now = time.monotonic()
+    if now - budget.read_at < budget.deadline - budget.read:
+        return  # too little time has passed to have spent the budget left at the last reading
+    budget.read, budget.read_at = _work_time(), now
+    if budget.read > budget.deadline:
         raise LimitExceeded(
             f"rendering took longer than {MAX_RENDER_SECONDS:g} s (a loop or recursion too large?)"
         )
@@ -784,7 +806,7 @@ class Renderer:
 def _render_bounded(template: jinja2.Template, context: Mapping[str, Any]) -> str:
     """Render through the stream, counting output and watching the clock between chunks."""
     with _timing:
-        token = _deadline.set(_work_time() + MAX_RENDER_SECONDS)
+        token = _deadline.set(_Budget(MAX_RENDER_SECONDS))
         # A generator, not just an iterator: it can be closed, and thrown into.
         stream = cast(Generator[str, None, None], template.generate(**context))
         try:

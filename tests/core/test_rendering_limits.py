@@ -180,3 +180,28 @@ def test_the_collector_s_clock_runs_only_while_a_render_does(tmp_path: Path) -> 
     Renderer([tmp_path]).render("one", {"value": Looks()})
     assert seen == [True]
     assert rendering._on_collect not in gc.callbacks
+
+
+def test_a_render_reads_the_cpu_clock_only_when_its_budget_could_be_spent(tmp_path: Path) -> None:
+    # The clock is checked at each of the template's thousands of operations; the CPU clock is a
+    # system call, ten times the wall clock's price, and reading it at each was a few percent of a
+    # rehearsal's CPU. A render of milliseconds cannot have spent a budget of a second.
+    (tmp_path / "busy.txt.j2").write_text("{% for i in range(5000) %}{{ i }}{{ values.x }}{% endfor %}")
+    renderer = Renderer([tmp_path])
+    reads = 0
+
+    def count(frame: object, event: str, arg: object) -> None:
+        nonlocal reads
+        if event == "c_call" and arg is time.thread_time:
+            reads += 1
+
+    # The collector's own clock (`_collecting`) is not what is counted here.
+    gc.disable()
+    sys.setprofile(count)
+    try:
+        text = renderer.render("busy", {"values": {"x": ""}}).text
+    finally:
+        sys.setprofile(None)
+        gc.enable()
+    assert text.startswith("01234")
+    assert reads < 10, f"{reads} readings of the CPU clock for about 20,000 checks"
