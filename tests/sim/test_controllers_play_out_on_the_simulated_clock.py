@@ -271,3 +271,47 @@ def test_the_same_seed_builds_the_same_cluster(sim_factory: Callable[..., SimClu
     third = sim_factory("small", speed=0, seed=43)
     assert names(first) == names(second)
     assert names(first) != names(third)
+
+
+def _probe_failures(sim: SimCluster) -> dict[tuple[str, str], tuple[int, str]]:
+    """Each failing container's Unhealthy Event: its count and when it last happened."""
+    return {
+        (e["involvedObject"]["name"], e["involvedObject"]["fieldPath"]): (e["count"], e["lastTimestamp"])
+        for e in (x.obj() for x in sim.core.store.entries("events", "shop"))
+        if e["reason"] == "Unhealthy"
+    }
+
+
+def test_a_failing_readiness_probe_caught_up_at_once_counts_every_probe_in_one_write(
+    sim_factory: Callable[..., SimCluster],
+) -> None:
+    # A rehearsal's idle sim is brought forward hours at once (`advance`): writing a failing
+    # probe's Event every 30 s on the way was a twentieth of a fleet rehearsal's CPU, and nothing
+    # reads it but its last count and time — which are what the probes one by one leave.
+    fault = {"type": "not_ready", "match": {"namespace": "shop", "labels": {"app": "api"}}}
+    stepped, jumped = _frozen(sim_factory), _frozen(sim_factory)
+    for sim in (stepped, jumped):
+        sim.control.inject_fault(fault)
+        sim.control.advance(5)
+    # One sim as its running engine plays time: a second at a time, every timer due by then fired.
+    with stepped.core.store.lock:
+        start = stepped.core.clock.now()
+        for second in range(1, 601):
+            stepped.core.clock.jump_to(start + second)
+            stepped.core.engine.run_due()
+    writes: list[str] = []
+    jumped.core.store.listeners.append(
+        lambda record: writes.append(record.entry.name) if record.entry.kind.key == "events" else None
+    )
+    jumped.core.engine.advance(600)
+    failing = _probe_failures(jumped)
+    assert failing
+    assert all(count == 21 for count, _ in failing.values())  # the first and 20 repeats
+    assert failing == _probe_failures(stepped)
+    unhealthy = {
+        e.name for e in jumped.core.store.entries("events", "shop") if e.obj()["reason"] == "Unhealthy"
+    }
+    assert sorted(w for w in writes if w in unhealthy) == sorted(unhealthy)  # once each, not twenty times
+    # Running on, the probe fails (and is counted) every 30 s again.
+    jumped.core.engine.advance(30)
+    assert all(count == 22 for count, _ in _probe_failures(jumped).values())

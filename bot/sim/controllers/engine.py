@@ -58,6 +58,10 @@ class _Timer:
     fn: Callable[[], None] = field(compare=False)
     key: Hashable | None = field(compare=False, default=None)
     cancelled: bool = field(compare=False, default=False)
+    #: One of a repetition every `every` seconds (it arms the next when it fires), caught up at
+    #: once by an `advance`: `caught_up(n)` does what its n runs due on the way would have done.
+    every: float = field(compare=False, default=0.0)
+    caught_up: Callable[[int], None] | None = field(compare=False, default=None)
 
 
 class Engine:
@@ -74,7 +78,6 @@ class Engine:
         self.controllers: list[Controller] = []
         self._queues: dict[str, OrderedDict[Any, None]] = {}
         self._coalesced: set[str] = set()
-        self._catch_up_once: dict[Hashable, float] = {}
         self._thread: threading.Thread | None = None
         self._stopping = False
         self._settling = False
@@ -141,21 +144,41 @@ class Engine:
 
     # ---- timers ---------------------------------------------------------------------------------
 
-    def at(self, due: float, fn: Callable[[], None], *, key: Hashable | None = None) -> None:
-        """Run `fn` (under the lock) when simulated time reaches `due`; a keyed timer replaces its predecessor."""
+    def at(
+        self,
+        due: float,
+        fn: Callable[[], None],
+        *,
+        key: Hashable | None = None,
+        every: float = 0.0,
+        caught_up: Callable[[int], None] | None = None,
+    ) -> None:
+        """Run `fn` (under the lock) when simulated time reaches `due`; a keyed timer replaces its
+        predecessor. `caught_up`: `fn` is one run of a job repeated every `every` seconds (it arms
+        the next run itself), whose runs in between leave nothing anyone reads but what the last
+        one says and how many there were; when time is moved on at once (`advance`), the runs due
+        on the way are one call, `caught_up(n)`, at the last one's time."""
         with self.lock:
             if key is not None:
                 old = self._timer_keys.pop(key, None)
                 if old is not None:
                     old.cancelled = True
-            timer = _Timer(due, next(self._seq), fn, key)
+            timer = _Timer(due, next(self._seq), fn, key, every=every, caught_up=caught_up)
             heapq.heappush(self._timers, timer)
             if key is not None:
                 self._timer_keys[key] = timer
             self._wake.notify()
 
-    def after(self, delay: float, fn: Callable[[], None], *, key: Hashable | None = None) -> None:
-        self.at(self.clock.now() + max(0.0, delay), fn, key=key)
+    def after(
+        self,
+        delay: float,
+        fn: Callable[[], None],
+        *,
+        key: Hashable | None = None,
+        every: float = 0.0,
+        caught_up: Callable[[int], None] | None = None,
+    ) -> None:
+        self.at(self.clock.now() + max(0.0, delay), fn, key=key, every=every, caught_up=caught_up)
 
     def cancel(self, key: Hashable) -> None:
         with self.lock:
@@ -173,11 +196,14 @@ class Engine:
 
         def tick() -> None:
             fn()
-            self.after(period, tick, key=key)
+            arm()
 
-        if catch_up_once:
-            self._catch_up_once[key] = period
-        self.after(period, tick, key=key)
+        def arm() -> None:
+            self.after(
+                period, tick, key=key, every=period, caught_up=(lambda _: tick()) if catch_up_once else None
+            )
+
+        arm()
 
     def _next_due(self) -> float | None:
         while self._timers and self._timers[0].cancelled:
@@ -230,9 +256,14 @@ class Engine:
                     break
                 self.clock.jump_to(due)
                 timer = self._pop_due(due)
-                period = self._catch_up_once.get(timer.key) if timer is not None else None
-                if timer is not None and period and due + period <= target:
-                    self.at(due + period * math.floor((target - due) / period), timer.fn, key=timer.key)
+                if timer is not None and timer.caught_up is not None and due + timer.every <= target:
+                    # Its runs due by `target`: this one and `later` more, one call at the last's time.
+                    later = math.floor((target - due) / timer.every)
+                    self.at(
+                        due + timer.every * later,
+                        functools.partial(timer.caught_up, later + 1),
+                        key=timer.key,
+                    )
                 elif timer is not None:
                     self._fire(timer)
                 instant_continues = self._next_due() == due

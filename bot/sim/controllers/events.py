@@ -55,7 +55,10 @@ class Recorder:
         component: str,
         host: str = "",
         field_path: str = "",
+        times: int = 1,
     ) -> None:
+        """Record that `reason` happened to `involved` (`times` times, the last now): a new Event,
+        or the count of the same one raised, as the kubelet's event aggregation does."""
         if not self.enabled:
             return
         m = involved.get("metadata") or {}
@@ -69,7 +72,7 @@ class Recorder:
             if known is not None:
                 existing = self.api.store.get("events", *known)
                 if existing is not None:
-                    existing["count"] = int(existing.get("count", 1)) + 1
+                    existing["count"] = int(existing.get("count", 1)) + times
                     existing["lastTimestamp"] = stamp
                     with contextlib.suppress(ApiError):
                         self.api.write("events", existing)
@@ -95,7 +98,7 @@ class Recorder:
                 "source": {"component": component, **({"host": host} if host else {})},
                 "firstTimestamp": stamp,
                 "lastTimestamp": stamp,
-                "count": 1,
+                "count": times,
                 "type": event_type,
                 "eventTime": None,
                 "reportingComponent": component,
