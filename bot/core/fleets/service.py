@@ -103,6 +103,14 @@ def _versions(plan_text: str, cluster: str) -> str:
     return f"{plan.current_version} → {plan.target_version}"
 
 
+@functools.lru_cache(maxsize=32)
+def _fleet_plan(plan_text: str, source: str) -> FleetPlan:
+    """A stored fleet's plan (its text does not change once the fleet starts): parsed once, not at
+    each load (every card edit, vote and tick loads the fleet). The plan is frozen and nobody
+    writes into its mappings, so the loads share it. PlanInvalid is raised, and not kept."""
+    return parse_fleet(plan_text, source=source)
+
+
 class FleetService:
     def __init__(
         self,
@@ -203,7 +211,7 @@ class FleetService:
         if rows is None:
             raise RunNotFound(f"there is no fleet run `{clip(fleet_id)}` (`fleet status` lists them)")
         row, members, votes = rows
-        plan = parse_fleet(row.plan_text, source=f"fleet {row.id}")
+        plan = _fleet_plan(row.plan_text, f"fleet {row.id}")
         stages = tuple(
             ResolvedStage(stage=s, clusters=tuple(m.cluster for m in members if m.stage == i))
             for i, s in enumerate(plan.stages)

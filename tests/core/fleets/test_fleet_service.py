@@ -473,3 +473,9 @@ def test_a_rehearsals_children_get_their_runs_at_their_turn_each_window_opening_
         assert bot.store.run_rows(labs["lab-3"].run_id) is None
     finally:
         bot.close()
+
+
+def test_a_fleets_plan_is_parsed_once_not_at_each_load(bot: Services) -> None:
+    """Every card edit, vote and tick loads the fleet; its stored plan does not change."""
+    fleet = bot.fleets.start("twelve", PRIMARY)
+    assert bot.fleets.load(fleet.id).plan is bot.fleets.load(fleet.id).plan
