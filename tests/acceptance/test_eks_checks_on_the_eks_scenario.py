@@ -135,6 +135,8 @@ def test_without_a_provider_the_eks_checks_are_skipped_and_the_report_says_why(
     result = cli(config, {**os.environ, **aws_env(tmp_path)}, "check", "--to", "1.25")
     assert result.returncode == 3, result.stderr
     assert "note: EKS checks skipped: the cluster's configuration names no provider" in result.stdout
+    # An AKS or GKE cluster's people read there how to name theirs.
+    assert "names no provider (provider: {eks: …}, {aks: …} or {gke: …})" in result.stdout
     assert "EKS0" not in result.stdout
 
 

@@ -487,5 +487,7 @@ def eks_extra(
         provider,
         lambda eks, reader, target, notes: run_eks_checks(cast(EksReads, eks), reader, target, notes),
         connect=connect,
-        unnamed=f"{NO_PROVIDER} (provider: {{eks: …}})",
+        # The default cloud's note, on every cluster without a provider: an AKS or GKE cluster's
+        # people learn there which provider names their cloud's checks.
+        unnamed=f"{NO_PROVIDER} (provider: {{eks: …}}, {{aks: …}} or {{gke: …}})",
     )
