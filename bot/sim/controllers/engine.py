@@ -51,6 +51,17 @@ class Controller(Protocol):
     def sync(self, key: Any) -> None: ...
 
 
+@dataclass(frozen=True)
+class Repeats:
+    """A timer that is one run of a job repeated `every` seconds (each run arms the next), whose
+    runs in between leave nothing anyone reads but what the last says and how many there were:
+    when time is moved on at once (`advance`), the runs due on the way are one call,
+    `caught_up(n)`, at the last one's time."""
+
+    every: float
+    caught_up: Callable[[int], None]
+
+
 @dataclass(order=True)
 class _Timer:
     due: float
@@ -58,10 +69,7 @@ class _Timer:
     fn: Callable[[], None] = field(compare=False)
     key: Hashable | None = field(compare=False, default=None)
     cancelled: bool = field(compare=False, default=False)
-    #: One of a repetition every `every` seconds (it arms the next when it fires), caught up at
-    #: once by an `advance`: `caught_up(n)` does what its n runs due on the way would have done.
-    every: float = field(compare=False, default=0.0)
-    caught_up: Callable[[int], None] | None = field(compare=False, default=None)
+    repeats: Repeats | None = field(compare=False, default=None)
 
 
 class Engine:
@@ -150,20 +158,16 @@ class Engine:
         fn: Callable[[], None],
         *,
         key: Hashable | None = None,
-        every: float = 0.0,
-        caught_up: Callable[[int], None] | None = None,
+        repeats: Repeats | None = None,
     ) -> None:
         """Run `fn` (under the lock) when simulated time reaches `due`; a keyed timer replaces its
-        predecessor. `caught_up`: `fn` is one run of a job repeated every `every` seconds (it arms
-        the next run itself), whose runs in between leave nothing anyone reads but what the last
-        one says and how many there were; when time is moved on at once (`advance`), the runs due
-        on the way are one call, `caught_up(n)`, at the last one's time."""
+        predecessor. `repeats`: caught up at once by an `advance` (`Repeats`)."""
         with self.lock:
             if key is not None:
                 old = self._timer_keys.pop(key, None)
                 if old is not None:
                     old.cancelled = True
-            timer = _Timer(due, next(self._seq), fn, key, every=every, caught_up=caught_up)
+            timer = _Timer(due, next(self._seq), fn, key, repeats=repeats)
             heapq.heappush(self._timers, timer)
             if key is not None:
                 self._timer_keys[key] = timer
@@ -175,10 +179,9 @@ class Engine:
         fn: Callable[[], None],
         *,
         key: Hashable | None = None,
-        every: float = 0.0,
-        caught_up: Callable[[int], None] | None = None,
+        repeats: Repeats | None = None,
     ) -> None:
-        self.at(self.clock.now() + max(0.0, delay), fn, key=key, every=every, caught_up=caught_up)
+        self.at(self.clock.now() + max(0.0, delay), fn, key=key, repeats=repeats)
 
     def cancel(self, key: Hashable) -> None:
         with self.lock:
@@ -200,7 +203,7 @@ class Engine:
 
         def arm() -> None:
             self.after(
-                period, tick, key=key, every=period, caught_up=(lambda _: tick()) if catch_up_once else None
+                period, tick, key=key, repeats=Repeats(period, lambda _: tick()) if catch_up_once else None
             )
 
         arm()
@@ -256,12 +259,13 @@ class Engine:
                     break
                 self.clock.jump_to(due)
                 timer = self._pop_due(due)
-                if timer is not None and timer.caught_up is not None and due + timer.every <= target:
+                repeats = timer.repeats if timer is not None else None
+                if timer is not None and repeats is not None and due + repeats.every <= target:
                     # Its runs due by `target`: this one and `later` more, one call at the last's time.
-                    later = math.floor((target - due) / timer.every)
+                    later = math.floor((target - due) / repeats.every)
                     self.at(
-                        due + timer.every * later,
-                        functools.partial(timer.caught_up, later + 1),
+                        due + repeats.every * later,
+                        functools.partial(repeats.caught_up, later + 1),
                         key=timer.key,
                     )
                 elif timer is not None:

@@ -23,7 +23,7 @@ from bot.sim.apiserver.clock import parse_time, rfc3339, rfc3339_nano
 from bot.sim.apiserver.errors import ApiError, bad_request
 from bot.sim.apiserver.store import DELETED, Record
 from bot.sim.controllers.behaviour import Behaviour, NodeFacts, RuleBook
-from bot.sim.controllers.engine import Engine
+from bot.sim.controllers.engine import Engine, Repeats
 from bot.sim.controllers.events import Recorder
 
 log = logging.getLogger(__name__)
@@ -255,16 +255,9 @@ class Kubelets:
         return self.engine.ids.pod_ip()
 
     def _after(
-        self,
-        run: PodRun,
-        delay: float,
-        what: str,
-        fn: Callable[[], None],
-        *,
-        every: float = 0.0,
-        caught_up: Callable[[int], None] | None = None,
+        self, run: PodRun, delay: float, what: str, fn: Callable[[], None], *, repeats: Repeats | None = None
     ) -> None:
-        self.engine.after(delay, fn, key=("kubelet", run.uid, what), every=every, caught_up=caught_up)
+        self.engine.after(delay, fn, key=("kubelet", run.uid, what), repeats=repeats)
 
     def _current(self, uid: str) -> tuple[PodRun, Obj] | None:
         run = self.runs.get(uid)
@@ -560,8 +553,7 @@ class Kubelets:
             PROBE_SECONDS,
             f"ready/{c.name}",
             lambda: self._unready(uid, name),
-            every=PROBE_SECONDS,
-            caught_up=lambda n: self._unready(uid, name, probes=n),
+            repeats=Repeats(PROBE_SECONDS, lambda n: self._unready(uid, name, probes=n)),
         )
 
     def _crash(self, uid: str, name: str) -> None:
