@@ -23,8 +23,7 @@ DEFAULT_LABEL = "manual"
 def clean_label(label: str) -> str:
     """The label without control characters (a pasted tab, an escape sequence), one line, bounded.
     What a snapshot is stored under: a plan stored before labels were one word still runs."""
-    printable = "".join(ch if ch.isprintable() else " " for ch in label)
-    cleaned = " ".join(printable.split())[:MAX_LABEL]
+    cleaned = " ".join(_words(label))[:MAX_LABEL]
     if not cleaned:
         raise UserError("a snapshot label needs at least one printable character")
     if cleaned.startswith("#") or (cleaned.isascii() and cleaned.isdigit()):
@@ -66,8 +65,12 @@ def label_of(words: Sequence[str]) -> str:
 
 def _one_word(text: str) -> str:
     """`pre upgrade` → `pre-upgrade`: the label meant, as one word."""
-    printable = "".join(ch if ch.isprintable() else " " for ch in text)
-    return "-".join(printable.split())[:MAX_LABEL]
+    return "-".join(_words(text))[:MAX_LABEL]
+
+
+def _words(text: str) -> list[str]:
+    """The words of `text`, a control character (a pasted tab, an escape sequence) a space."""
+    return "".join(ch if ch.isprintable() else " " for ch in text).split()
 
 
 __all__ = ["DEFAULT_LABEL", "MAX_LABEL", "clean_label", "label_of", "new_label"]
