@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any
 
 from bot.sim import SimCluster
 from bot.sim.apiserver.objects import pod_ready
+from tests.support.sim_clock import play_seconds, stamp_seconds
 
 Obj = dict[str, Any]
 
@@ -283,10 +283,6 @@ def _probe_failures(sim: SimCluster) -> dict[tuple[str, str], tuple[int, str]]:
     }
 
 
-def _seconds(timestamp: str) -> float:
-    return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
-
-
 def test_a_failing_readiness_probe_caught_up_at_once_counts_every_probe_in_one_write(
     sim_factory: Callable[..., SimCluster],
 ) -> None:
@@ -299,11 +295,8 @@ def test_a_failing_readiness_probe_caught_up_at_once_counts_every_probe_in_one_w
         sim.control.inject_fault(fault)
         sim.control.advance(5)
     # One sim as its running engine plays time: a second at a time, every timer due by then fired.
-    with stepped.core.store.lock:
-        start = stepped.core.clock.now()
-        for second in range(1, 601):
-            stepped.core.clock.jump_to(start + second)
-            stepped.core.engine.run_due()
+    start = stepped.core.clock.now()
+    play_seconds(stepped, 600)
     writes: list[str] = []
     jumped.core.store.listeners.append(
         lambda record: writes.append(record.entry.name) if record.entry.kind.key == "events" else None
@@ -320,7 +313,7 @@ def test_a_failing_readiness_probe_caught_up_at_once_counts_every_probe_in_one_w
     for key, (count, last) in failing.items():
         other_count, other_last = one_by_one[key]
         assert count == other_count
-        offset, other_offset = _seconds(last) - jumped_start, _seconds(other_last) - start
+        offset, other_offset = stamp_seconds(last) - jumped_start, stamp_seconds(other_last) - start
         assert abs(offset - other_offset) <= 1, (last, other_last)
     unhealthy = {
         e.name for e in jumped.core.store.entries("events", "shop") if e.obj()["reason"] == "Unhealthy"

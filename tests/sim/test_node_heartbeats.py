@@ -5,25 +5,10 @@ straight to the store, and a heartbeat that moves nothing else wakes no controll
 from __future__ import annotations
 
 from collections import Counter
-from datetime import UTC, datetime
 
 from bot.sim import SimCluster
 from bot.sim.apiserver.store import Record
-
-
-def _when(text: str) -> float:
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC).timestamp()
-
-
-def _run_for(sim: SimCluster, seconds: int) -> None:
-    """`seconds` of the sim's clock played as its running engine plays them: a second at a time,
-    every timer due by then fired (an `advance` moves time on at once, which renews a Lease once)."""
-    core = sim.core
-    with core.store.lock:
-        start = core.clock.now()
-        for second in range(1, seconds + 1):
-            core.clock.jump_to(start + second)
-            core.engine.run_due()
+from tests.support.sim_clock import play_seconds, stamp_seconds
 
 
 def test_leases_are_renewed_and_heartbeats_posted_on_the_simulated_clock_and_wake_no_controller() -> None:
@@ -34,7 +19,7 @@ def test_leases_are_renewed_and_heartbeats_posted_on_the_simulated_clock_and_wak
         changes: list[Record] = []
         store.listeners.append(changes.append)
         start = core.clock.now()
-        _run_for(sim, 600)
+        play_seconds(sim, 600)
         now = core.clock.now()
         by_kind = Counter(r.entry.kind.key for r in changes)
         # A Lease renewal per node every 10 s, a node status post per node every 5 minutes; no
@@ -45,13 +30,15 @@ def test_leases_are_renewed_and_heartbeats_posted_on_the_simulated_clock_and_wak
         for name in nodes:
             lease = store.get("leases.coordination.k8s.io", "kube-node-lease", name)
             assert lease is not None
-            assert now - 10 <= _when(lease["spec"]["renewTime"]) <= now + 1e-3  # microseconds, rounded
+            assert (
+                now - 10 <= stamp_seconds(lease["spec"]["renewTime"]) <= now + 1e-3
+            )  # microseconds, rounded
             assert lease["spec"]["holderIdentity"] == name
             node = store.get("nodes", "", name)
             assert node is not None
             beats = {c["lastHeartbeatTime"] for c in node["status"]["conditions"]}
             assert len(beats) == 1
-            assert start + 300 <= _when(beats.pop()) <= now
+            assert start + 300 <= stamp_seconds(beats.pop()) <= now
         assert all(r.heartbeat_only for r in changes if r.entry.kind.key == "nodes")
         # Each stored version's view is its bytes, decoded (the renewals hand theirs over).
         for r in changes:
@@ -94,13 +81,13 @@ def test_time_moved_on_at_once_renews_each_lease_once_at_its_last_due_time() -> 
         for name in nodes:
             lease = store.get("leases.coordination.k8s.io", "kube-node-lease", name)
             assert lease is not None
-            assert now - 10 <= _when(lease["spec"]["renewTime"]) <= now - 5 + 1e-3
+            assert now - 10 <= stamp_seconds(lease["spec"]["renewTime"]) <= now - 5 + 1e-3
             node = store.get("nodes", "", name)
             assert node is not None
-            assert {_when(c["lastHeartbeatTime"]) for c in node["status"]["conditions"]} == {
-                _when(lease["spec"]["renewTime"]) // 1
+            assert {stamp_seconds(c["lastHeartbeatTime"]) for c in node["status"]["conditions"]} == {
+                stamp_seconds(lease["spec"]["renewTime"]) // 1
             }
         # Running on, each Lease is renewed every 10 s again.
         changes.clear()
-        _run_for(sim, 60)
+        play_seconds(sim, 60)
         assert Counter(r.entry.kind.key for r in changes)["leases.coordination.k8s.io"] == len(nodes) * 6
