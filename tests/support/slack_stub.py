@@ -470,9 +470,15 @@ class SlackStub:
             def log_message(self, format: str, *args: Any) -> None:
                 return  # quiet: pytest shows the recorded calls on failure instead
 
-            def _body(self) -> bytes:
+            def _body(self) -> bytes | None:
+                """The request's body, or None when the sender died part way through it (a bot
+                killed mid-request): Slack never sees a request cut short, so neither does the stub."""
                 length = int(self.headers.get("Content-Length") or 0)
-                return self.rfile.read(length) if length else b""
+                raw = self.rfile.read(length) if length else b""
+                if len(raw) < length:
+                    self.close_connection = True
+                    return None
+                return raw
 
             def _send(
                 self, status: int, payload: dict[str, Any] | str, headers: dict[str, str] | None = None
@@ -494,6 +500,8 @@ class SlackStub:
 
             def do_POST(self) -> None:
                 raw = self._body()
+                if raw is None:
+                    return
                 path = urllib.parse.urlparse(self.path).path
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 if path.startswith("/response/"):
