@@ -808,6 +808,8 @@ def test_the_offer_can_be_declined(setup: Setup) -> None:
     assert "left as it is by <@U0COORD>: 1 node(s) still cordoned: n7" in ended.detail
     (said,) = [t for t in thread(setup.stub) if "left cordoned after the abort" in t]
     assert said.startswith(":warning: 1 node(s) left cordoned after the abort, by <@U0COORD>'s answer: n7")
+    # What returns them is a command that can be copied whole: the nodes, the cluster, the reason's slot.
+    assert '`/upgrade action uncordon node=n7 --cluster prod --reason "…"` uncordons them' in said
     # The run's card keeps the trace, after the offer is done.
     setup.runs.publish(setup.runs.load(run.id))
     card = cards(setup.stub)[-1]

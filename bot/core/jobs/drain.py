@@ -39,6 +39,7 @@ from bot.core.jobs.common import (
 )
 from bot.core.jobs.explain import explain, named, typed_pods
 from bot.core.kube.objects import EPISODE_REOPEN, parse_iso, workload_of
+from bot.core.kube.owners import action
 from bot.core.kube.wire import WPod
 from bot.core.rules import EventRecord, Rule, RuleHit, match_rules
 from bot.core.rules.known import RuleNeeds, known_issue_text, pod_view, watch_key
@@ -727,11 +728,16 @@ class _Run:
                 # The eviction API is the act role's: the job ends saying so, and which nodes it
                 # leaves cordoned (they stay so until someone uncordons them or the step is retried).
                 cordoned = list(self.p.get("cordoned") or [])
-                left = f"; left cordoned by this job: {few(cordoned, 5)}" if cordoned else ""
+                back = action(f"uncordon node={','.join(cordoned)}", cluster=outcome.cluster)
+                left = (
+                    f"; left cordoned by this job: {few(cordoned, 5)} ({back} returns them)"
+                    if cordoned
+                    else ""
+                )
                 raise ClusterForbidden(
                     f"{outcome.user_message} — evicting a pod needs `create pods/eviction`, which the "
                     "`upgrade-bot-act` role grants (deploy/rbac.yaml; the Helm chart binds it unless "
-                    f"`readOnly: true`): it is not bound{left} (`/upgrade action uncordon node=…` returns them)",
+                    f"`readOnly: true`): it is not bound{left}",
                     cluster=outcome.cluster,
                     status=403,
                 ) from outcome

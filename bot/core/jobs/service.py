@@ -67,6 +67,7 @@ from bot.core.jobs.common import (
 )
 from bot.core.jobs.gitops import backup_files
 from bot.core.jobs.trail import make_trail
+from bot.core.kube.owners import action
 from bot.core.live import LiveSection, StepReports
 from bot.core.people import Directory, roles_of
 from bot.core.rendering import inert, inert_naming, mention, mentions
@@ -845,12 +846,13 @@ class JobService:
         names = [n for n in str(json.loads(row.args or "{}").get("node", "")).split(",") if n]
         left, _gone = _still_cordoned(cluster, names)
         shown = few(left, 10)
+        back = action("uncordon node=" + ",".join(left), cluster=row.cluster)
         return self._end(
             row,
             ok=True,
             detail=f"left as it is by <@{by}>: {len(left)} node(s) still cordoned: {shown}",
             text=f":warning: {len(left)} node(s) left cordoned after the abort, by {mention(by)}'s answer: "
-            f"{inert(shown)} — `/upgrade action uncordon node=…` uncordons them when they are wanted back",
+            f"{inert(shown)} — {back} uncordons them when they are wanted back",
             progress={LEFT_CORDONED: left, "by": by},
         )
 

@@ -372,7 +372,8 @@ def test_an_eviction_the_role_forbids_ends_the_job_naming_the_role_and_the_nodes
     said = forbidden.value.user_message
     assert "evicting a pod needs `create pods/eviction`, which the `upgrade-bot-act` role grants" in said
     assert said.endswith(
-        "it is not bound; left cordoned by this job: n1 (`/upgrade action uncordon node=…` returns them)"
+        "it is not bound; left cordoned by this job: n1 "
+        '(`/upgrade action uncordon node=n1 --cluster prod --reason "…"` returns them)'
     )
 
 
