@@ -37,6 +37,7 @@ from bot.frontdoor.cli.options import (
     EXIT_USAGE,
     Handler,
     Subparsers,
+    cluster_flag,
     formats,
     kube_flags,
     refused,
@@ -61,7 +62,7 @@ def register(subparsers: Subparsers) -> Handler:
         "check",
         "pre-flight checks for an upgrade; exit 3 when a Required one fails",
     )
-    check.add_argument("--cluster", help="a configured cluster (default: the only one)")
+    cluster_flag(check)
     check.add_argument("--to", help="the target version, e.g. 1.25 (default: one minor above the cluster)")
     check.add_argument(
         "--manifests",

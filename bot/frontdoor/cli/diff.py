@@ -19,6 +19,7 @@ from bot.frontdoor.cli.options import (
     EXIT_OK,
     Handler,
     Subparsers,
+    cluster_flag,
     formats,
     kube_flags,
     verb_parser,
@@ -38,7 +39,7 @@ def register(subparsers: Subparsers) -> Handler:
     diff.add_argument("b", nargs="?", help="the later snapshot: id or label (default: the live cluster)")
     formats(diff, ["text", "md", "json", "yaml"], "text")
     diff.add_argument("--out", metavar="FILE", help="write here instead of standard output")
-    diff.add_argument("--cluster", help="a configured cluster (default: the only one)")
+    cluster_flag(diff)
     kube_flags(diff)
     return configured(_diff, read_only=True)
 

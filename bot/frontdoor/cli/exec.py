@@ -37,18 +37,31 @@ def register(subparsers: Subparsers) -> Handler:
         "run one /upgrade subcommand from the terminal (exits as the command of the same name)",
     )
     ex.add_argument("text", help='the subcommand and its arguments, e.g. "help" or "audit --since 1h"')
-    ex.add_argument("--as", dest="as_user", metavar="USER_ID", help="act as this Slack user ID (for roles)")
+    as_person(ex)
     ex.add_argument(
         "--channel", default="", metavar="CHANNEL_ID", help="the channel the command 'comes from'"
     )
     ex.add_argument("--out", default=".", metavar="DIR", help="where attached files are written (default .)")
-    ex.add_argument(
+    plain_reply(ex)
+    kube_flags(ex)
+    return configured(_exec, read_only=lambda args: (args.text.split() or [""])[0] in READ_ONLY_EXEC)
+
+
+def as_person(parser: argparse.ArgumentParser) -> None:
+    """`--as USER_ID`: whom a verb that runs an /upgrade command acts as (the roster decides what
+    they may do); without it, the person at the terminal (`terminal_user`)."""
+    parser.add_argument(
+        "--as", dest="as_user", metavar="USER_ID", help="act as this Slack user ID (for roles)"
+    )
+
+
+def plain_reply(parser: argparse.ArgumentParser) -> None:
+    """`--plain`: the reply `answered` prints, in ASCII."""
+    parser.add_argument(
         "--plain",
         action="store_true",
         help="print plain ASCII: emoji as words like [ok], no arrows or dashes (logs, CI)",
     )
-    kube_flags(ex)
-    return configured(_exec, read_only=lambda args: (args.text.split() or [""])[0] in READ_ONLY_EXEC)
 
 
 def _exec(settings: Settings, args: argparse.Namespace) -> int:

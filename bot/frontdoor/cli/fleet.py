@@ -13,7 +13,7 @@ import sys
 from bot.errors import PlanInvalid
 from bot.frontdoor.assemble import assemble
 from bot.frontdoor.cli.config import configured
-from bot.frontdoor.cli.exec import answered, exit_status
+from bot.frontdoor.cli.exec import answered, as_person, exit_status, plain_reply
 from bot.frontdoor.cli.options import (
     EXIT_OK,
     EXIT_USAGE,
@@ -37,14 +37,8 @@ def register(subparsers: Subparsers) -> Handler:
             help_,
         )
         if name != "validate":
-            p.add_argument(
-                "--as", dest="as_user", metavar="USER_ID", help="act as this Slack user ID (for roles)"
-            )
-            p.add_argument(
-                "--plain",
-                action="store_true",
-                help="print plain ASCII: emoji as words like [ok], no arrows or dashes (logs, CI)",
-            )
+            as_person(p)
+            plain_reply(p)
         return p
 
     verb(

@@ -125,6 +125,12 @@ def formats(parser: argparse.ArgumentParser, choices: list[str], default: str) -
     parser.add_argument("--format", dest="output", choices=choices, help=argparse.SUPPRESS)
 
 
+def cluster_flag(parser: argparse.ArgumentParser) -> None:
+    """`--cluster NAME`: which configured cluster the command reads (`pick_cluster`: the only one
+    when there is only one)."""
+    parser.add_argument("--cluster", help="a configured cluster (default: the only one)")
+
+
 def kube_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--kubeconfig",

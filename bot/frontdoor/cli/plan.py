@@ -35,6 +35,7 @@ from bot.frontdoor.cli.options import (
     EXIT_USAGE,
     Handler,
     Subparsers,
+    cluster_flag,
     common_options,
     kube_flags,
     refused,
@@ -75,7 +76,7 @@ def register(subparsers: Subparsers) -> Handler:
         "write a commented plan from what the cluster, its pre-flight check and its provider show "
         "(read-only)",
     )
-    draft.add_argument("--cluster", help="a configured cluster (default: the only one)")
+    cluster_flag(draft)
     draft.add_argument(
         "--to",
         required=True,

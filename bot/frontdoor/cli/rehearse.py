@@ -45,15 +45,10 @@ def register(subparsers: Subparsers) -> Handler:
         help="the sim's scenario (default: the built-in plan's own — aks-nodepools for aks-managed, gke-nodepools for gke-managed — "
         "else eks-nodegroups)",
     )
-    answers = parser.add_mutually_exclusive_group()
-    answers.add_argument(
-        "--auto-approve", action="store_true", help="every gate is answered by the roster (default: ask)"
-    )
-    answers.add_argument(
-        "--interactive",
-        action="store_true",
-        help="ask at each gate, and offer skip / resume / abort at a failed or interrupted step "
-        "(the default when stdin is a terminal)",
+    gate_answers(
+        parser,
+        auto_approve="every gate is answered by the roster",
+        interactive="ask at each gate, and offer skip / resume / abort at a failed or interrupted step",
     )
     parser.add_argument(
         "--config",
@@ -83,6 +78,23 @@ def sim_options(parser: argparse.ArgumentParser) -> None:
         default="text",
         help="json: one JSON object per line, for a log collector (default: text)",
     )
+
+
+def gate_answers(parser: argparse.ArgumentParser, *, auto_approve: str, interactive: str) -> None:
+    """Who answers a rehearsal's gates: `--auto-approve` (the roster, `auto_approve` says whose
+    gates) or `--interactive` (the person at the terminal, `interactive` says where); `asks` reads
+    which."""
+    answers = parser.add_mutually_exclusive_group()
+    answers.add_argument("--auto-approve", action="store_true", help=f"{auto_approve} (default: ask)")
+    answers.add_argument(
+        "--interactive", action="store_true", help=f"{interactive} (the default when stdin is a terminal)"
+    )
+
+
+def asks(args: argparse.Namespace) -> bool:
+    """Whether the rehearsal asks the person at the terminal (`gate_answers`): `--interactive`, or
+    neither flag with a terminal on standard input."""
+    return bool(args.interactive or (not args.auto_approve and sys.stdin.isatty()))
 
 
 def exit_status(rehearsal: Callable[[], int]) -> int:
@@ -194,7 +206,7 @@ def _on_sim(
         workdir=workdir,
         eks=eks,
         auto_approve=args.auto_approve,
-        interactive=args.interactive or (not args.auto_approve and sys.stdin.isatty()),
+        interactive=asks(args),
         out=sys.stdout,
         ask=input,
         connect_cluster=connect,

@@ -15,7 +15,7 @@ from bot.core.fleets.plan import parse_fleet, resolve
 from bot.errors import ConfigError, PlanInvalid
 from bot.frontdoor.cli.connect import connect, sim_aws
 from bot.frontdoor.cli.options import EXIT_FAILED, EXIT_USAGE, Handler, Subparsers, verb_parser
-from bot.frontdoor.cli.rehearse import exit_status, sim_options
+from bot.frontdoor.cli.rehearse import asks, exit_status, gate_answers, sim_options
 from bot.frontdoor.rehearse_fleet import rehearse_fleet
 from bot.logsetup import configure_logging
 from bot.records import ClusterConfig, EksProvider, SignalSource
@@ -44,14 +44,10 @@ def register(subparsers: Subparsers) -> Handler:
         help="the rehearsal's configuration: its clusters (labels, `scenario`), roster and templates_dir "
         "(default: FLEET.config.yaml next to the fleet file, as templates/fleets/example.config.yaml)",
     )
-    answers = parser.add_mutually_exclusive_group()
-    answers.add_argument(
-        "--auto-approve",
-        action="store_true",
-        help="every gate, the children's and the fleet's, is answered by the roster (default: ask)",
-    )
-    answers.add_argument(
-        "--interactive", action="store_true", help="ask at each gate (the default when stdin is a terminal)"
+    gate_answers(
+        parser,
+        auto_approve="every gate, the children's and the fleet's, is answered by the roster",
+        interactive="ask at each gate",
     )
     parser.add_argument(
         "--fail",
@@ -173,7 +169,7 @@ def _rehearse_fleet(args: argparse.Namespace) -> int:
                 sims={name: sim.url for name, sim in sims.items()},
                 out=sys.stdout,
                 auto_approve=args.auto_approve,
-                interactive=args.interactive or (not args.auto_approve and sys.stdin.isatty()),
+                interactive=asks(args),
                 ask=input,
                 connect_cluster=connect,
                 # The bot reads simulated time: the soak and the jobs' timeouts pass as fast as

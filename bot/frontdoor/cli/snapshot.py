@@ -21,6 +21,7 @@ from bot.frontdoor.cli.options import (
     EXIT_OK,
     Handler,
     Subparsers,
+    cluster_flag,
     common_options,
     kube_flags,
     terminal_user,
@@ -38,7 +39,7 @@ def register(subparsers: Subparsers) -> Handler:
     )
     # The words, not one: a second word gets its own reason (`label_of`), not argparse's.
     snap.add_argument("label", nargs="*", help="one word: pre, post, pre-2 … (default: manual)")
-    snap.add_argument("--cluster", help="a configured cluster (default: the only one)")
+    cluster_flag(snap)
     kube_flags(snap)
     snap.add_argument("--as", dest="as_user", metavar="USER_ID", help="recorded as the person who took it")
     return configured(_snapshot, read_only=True)
