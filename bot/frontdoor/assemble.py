@@ -42,11 +42,12 @@ from bot.core.jobs.base import JobRegistry
 from bot.core.jobs.registry import default_jobs
 from bot.core.jobs.service import JobService
 from bot.core.leadership import Leadership
+from bot.core.live import StepReports
 from bot.core.people import Directory, StaticDirectory
 from bot.core.providers import ProviderAccess, ProviderConfig
 from bot.core.rendering import Renderer
 from bot.core.rules import Rule, load_rules
-from bot.core.runs.capabilities import AfterAbortOffer, StepLongActions, StepsOfRuns, action_context
+from bot.core.runs.capabilities import AfterAbortOffer, StepLongActions, action_context
 from bot.core.runs.cards import RunCards
 from bot.core.runs.dryrun import GateDryRuns
 from bot.core.runs.prs import PullRequests
@@ -193,10 +194,10 @@ def assemble(
     duties = Duties(leadership=leadership, started=False)
     # The one construction cycle: the runs start long actions (jobs, watches) and read their
     # live sections, and the long actions report back to the runs (a step finished or was
-    # interrupted, a card to refresh). The long actions are built first with `steps`, which
-    # reads `runs` below once it is bound (no long action reports before a run started it).
-    steps = StepsOfRuns(lambda: runs)
-    watches, jobs = _long_duties(base, deliveries, duties, steps, duty_options or {}, job_wait_scale)
+    # interrupted, a card to refresh). The long actions are built first, with a function that
+    # reads `runs` below once it is bound: they call it when they report, and no long action
+    # reports before a run started it.
+    watches, jobs = _long_duties(base, deliveries, duties, lambda: runs, duty_options or {}, job_wait_scale)
     long_actions = StepLongActions(store, jobs)
     pull_requests = _pull_requests(settings)
     cards = _run_cards(base, deliveries, long_actions, pull_requests)
@@ -526,7 +527,7 @@ def _long_duties(
     b: _Base,
     deliveries: Deliveries | None,
     duties: Duties,
-    steps: StepsOfRuns,
+    steps: Callable[[], StepReports],
     options: Mapping[str, Mapping[str, Any]],
     job_wait_scale: float,
 ) -> tuple[WatchService, JobService]:

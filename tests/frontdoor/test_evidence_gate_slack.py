@@ -30,7 +30,7 @@ from bot.core.jobs.service import JobService
 from bot.core.people import StaticDirectory
 from bot.core.rendering import Renderer
 from bot.core.runs import machine as R
-from bot.core.runs.capabilities import StepLongActions, StepsOfRuns
+from bot.core.runs.capabilities import StepLongActions
 from bot.core.runs.cards import RunCards
 from bot.core.runs.report import AlertsLane, EvidenceStep, build_report, to_html, to_json, to_markdown
 from bot.core.runs.service import Actor, RunService
@@ -103,7 +103,7 @@ def world(tmp_path: Path, slack_stub: SlackStub, sim_small: SimCluster) -> Itera
         directory=StaticDirectory(),
         clock=clock,
         owner="proc",
-        steps=StepsOfRuns(lambda: runs),
+        steps=lambda: runs,
     )
 
     def unavailable(*_: Any) -> Any:

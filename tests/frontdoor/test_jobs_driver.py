@@ -32,7 +32,7 @@ from bot.core.jobs.service import AFTER_ABORT, RETRY_SECONDS, JobService, choice
 from bot.core.people import StaticDirectory
 from bot.core.rendering import Renderer
 from bot.core.runs import machine as R
-from bot.core.runs.capabilities import AfterAbortOffer, StepLongActions, StepsOfRuns
+from bot.core.runs.capabilities import AfterAbortOffer, StepLongActions
 from bot.core.runs.cards import RunCards
 from bot.core.runs.paused import ending
 from bot.core.runs.plans import parse_plan
@@ -264,7 +264,7 @@ class Setup:
             directory=StaticDirectory(),
             clock=self.clock,
             owner=owner,
-            steps=StepsOfRuns(lambda: runs),
+            steps=lambda: runs,
             on_change=(lambda: duties.wake(JOBS)) if duties is not None else None,
             telemetry=telemetry,
         )

@@ -25,7 +25,7 @@ from bot.core.jobs.service import AFTER_ABORT, JobService
 from bot.core.people import StaticDirectory
 from bot.core.rendering import Renderer
 from bot.core.runs import machine as R
-from bot.core.runs.capabilities import AfterAbortOffer, StepLongActions, StepsOfRuns
+from bot.core.runs.capabilities import AfterAbortOffer, StepLongActions
 from bot.core.runs.cards import RunCards
 from bot.core.runs.handoffs import handoff
 from bot.core.runs.report import build_report, render
@@ -172,7 +172,7 @@ def world(tmp_path: Path, slack_stub: SlackStub) -> Iterator[World]:
         directory=StaticDirectory(),
         clock=clock,
         owner="proc-a",
-        steps=StepsOfRuns(lambda: runs),
+        steps=lambda: runs,
     )
     runs = RunService(
         store=store,

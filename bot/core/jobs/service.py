@@ -247,7 +247,7 @@ class JobService:
         clock: Callable[[], datetime],
         owner: str,
         stale_after: timedelta = STALE_AFTER,
-        steps: StepReports | None = None,
+        steps: Callable[[], StepReports] | None = None,
         on_change: Callable[[], None] | None = None,
         telemetry: Telemetry = NO_TELEMETRY,
     ) -> None:
@@ -259,7 +259,9 @@ class JobService:
         self.owner = owner
         self.stale_after = stale_after
         #: The runs: a job's end commits its step, its progress shows in the run's card, a job
-        #: whose driver died interrupts its step (people decide). None: jobs of no run (tests).
+        #: whose driver died interrupts its step (people decide). Read when a job reports: the runs
+        #: are built after the long actions, which they start (`bot.frontdoor.assemble`). None:
+        #: jobs of no run (tests).
         self.steps = steps
         #: Told when a job was started, resumed or answered (the duty engine scans now).
         self.on_change = on_change
@@ -361,7 +363,7 @@ class JobService:
             raise UserError(f"“{picked.label}” needs a reason: say why")
         if choice.key.startswith(EVIDENCE_PAUSE_KIND + ":") and self.steps is not None:
             # The run's rules, whichever door the answer came through (two people to waive).
-            verdict = self.steps.answer_evidence(
+            verdict = self.steps().answer_evidence(
                 row.run_id,
                 row.step_id,
                 epoch=row.epoch,
@@ -504,7 +506,7 @@ class JobService:
         if (
             self.steps is not None
             and row.step_id != AFTER_ABORT
-            and self.steps.interrupt_step(row.run_id, row.step_id, epoch=row.epoch) is None
+            and self.steps().interrupt_step(row.run_id, row.step_id, epoch=row.epoch) is None
         ):
             # The step had stopped already (a restart's recovery interrupted it while this job
             # was still live): its card still shows the job as running until published again.
@@ -739,10 +741,14 @@ class JobService:
             return Advanced(wait=0, lost=True)
         self._count(tick)
         self._post_owed(row)
-        if tick.choice is not None and tick.choice.key.startswith(EVIDENCE_PAUSE_KIND + ":") and self.steps:
+        if (
+            tick.choice is not None
+            and tick.choice.key.startswith(EVIDENCE_PAUSE_KIND + ":")
+            and self.steps is not None
+        ):
             # No data never passes: the run pauses, and its card asks Wait / Waive… / Abort.
             try:
-                self.steps.pause_on_evidence(row.run_id, row.step_id, epoch=row.epoch, why=_reason(tick))
+                self.steps().pause_on_evidence(row.run_id, row.step_id, epoch=row.epoch, why=_reason(tick))
             except Fenced:
                 raise
             except BotError as exc:
@@ -875,7 +881,7 @@ class JobService:
         if self.steps is None or row.step_id == AFTER_ABORT:
             return
         try:
-            self.steps.finish_long(
+            self.steps().finish_long(
                 row.run_id,
                 row.step_id,
                 ok=ok,
@@ -972,7 +978,7 @@ class JobService:
         if self.steps is None:
             return
         try:
-            self.steps.publish_run(run_id)
+            self.steps().publish_run(run_id)
         except Fenced:
             raise
         except BotError as exc:

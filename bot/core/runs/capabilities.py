@@ -19,7 +19,6 @@ from typing import Any, cast
 
 from bot.adapters.store import Store
 from bot.core.actions.base import ActionContext, DiffSummary
-from bot.core.audit import Who
 from bot.core.checks import service as checks
 from bot.core.checks.findings import Cover, Report
 from bot.core.checks.logprobe import log_probe
@@ -31,7 +30,7 @@ from bot.core.jobs.alerts import Evidence
 from bot.core.jobs.apphealth import app_scope, unhealthy_now
 from bot.core.jobs.common import JobCluster
 from bot.core.jobs.service import JobService
-from bot.core.live import EvidenceAnswer, LiveSection, StepReports
+from bot.core.live import LiveSection
 from bot.core.rules import load_rules
 from bot.core.runs import machine as R
 from bot.core.snapshots import service as snapshots
@@ -39,7 +38,7 @@ from bot.core.snapshots.projection import ClusterReader
 from bot.core.snapshots.provider import provider_of
 from bot.core.watches.service import WatchService
 from bot.errors import ClusterError, EvidenceUnavailable, UserError
-from bot.records import ActionCall, ActionRequest, ClusterConfig, FileAttachment, ImageChecks
+from bot.records import ActionCall, ActionRequest, ClusterConfig, ImageChecks
 
 
 def watch_channel(store: Store, run_id: str, operations: str | None) -> str:
@@ -269,57 +268,3 @@ class AfterAbortOffer:
 
     def step_succeeded(self, run: R.Run, step_id: str) -> None:
         pass
-
-
-class StepsOfRuns:
-    """The runs as the long actions' `StepReports`, once the runs exist: the long actions are
-    built before the runs (which start them) and report to this, which reads the runs through
-    `runs` (the builder's name for them, bound the moment they are built: `bot.frontdoor.assemble`)
-    rather than being pointed at them afterwards."""
-
-    def __init__(self, runs: Callable[[], StepReports]) -> None:
-        self._runs = runs
-
-    def _of(self) -> StepReports:
-        return self._runs()
-
-    def finish_long(
-        self,
-        run_id: str,
-        step_id: str,
-        *,
-        ok: bool,
-        detail: str,
-        files: tuple[FileAttachment, ...] = (),
-        left_behind: str = "",
-    ) -> object:
-        return self._of().finish_long(
-            run_id, step_id, ok=ok, detail=detail, files=files, left_behind=left_behind
-        )
-
-    def interrupt_step(self, run_id: str, step_id: str, *, epoch: int) -> object:
-        return self._of().interrupt_step(run_id, step_id, epoch=epoch)
-
-    def publish_run(self, run_id: str) -> None:
-        self._of().publish_run(run_id)
-
-    def succeeds_with_open_findings(self, run_id: str, step_id: str) -> bool:
-        return self._of().succeeds_with_open_findings(run_id, step_id)
-
-    def pause_on_evidence(self, run_id: str, step_id: str, *, epoch: int, why: str) -> object:
-        return self._of().pause_on_evidence(run_id, step_id, epoch=epoch, why=why)
-
-    def answer_evidence(
-        self,
-        run_id: str,
-        step_id: str,
-        *,
-        epoch: int,
-        option: str,
-        user_id: str,
-        reason: str,
-        who: Who | None = None,
-    ) -> EvidenceAnswer:
-        return self._of().answer_evidence(
-            run_id, step_id, epoch=epoch, option=option, user_id=user_id, reason=reason, who=who
-        )

@@ -171,7 +171,7 @@ class WatchService:
         node_group_labels: Sequence[str],
         stale_after: timedelta = STALE_AFTER,
         rules: Sequence[Rule] = (),
-        steps: StepReports | None = None,
+        steps: Callable[[], StepReports] | None = None,
         on_change: Callable[[], None] | None = None,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -189,7 +189,8 @@ class WatchService:
         #: at its next scan).
         self.on_change = on_change
         self._cards: dict[int, str] = {}  # the card text last sent, per watch
-        #: The runs: a plan step's watch ends its step (`step_ended`). None: standalone only.
+        #: The runs: a plan step's watch ends its step (`step_ended`); read then, as the runs are
+        #: built after the long actions (`bot.frontdoor.assemble`). None: standalone only.
         self.steps = steps
         self._card_refs: dict[int, tuple[str, str]] = {}  # the card's channel and ts, per watch
         self._owed: set[int] = set()  # watches whose newest card waits for its edit slot
@@ -504,8 +505,8 @@ class WatchService:
         ok = reason.startswith(TARGET_REACHED + ":")
         try:
             if reason.startswith(TARGET_OPEN + ":"):
-                ok = self.steps.succeeds_with_open_findings(row.run_id, row.step_id)
-            self.steps.finish_long(row.run_id, row.step_id, ok=ok, detail=f"watch {row.id}: {said(reason)}")
+                ok = self.steps().succeeds_with_open_findings(row.run_id, row.step_id)
+            self.steps().finish_long(row.run_id, row.step_id, ok=ok, detail=f"watch {row.id}: {said(reason)}")
         except BotError as exc:
             log.warning("watch %s: step %s of run %s: %s", row.id, row.step_id, row.run_id, exc.user_message)
 
