@@ -164,6 +164,28 @@ def connect(config: ProviderConfig, *, update_within: float | None = None) -> Pr
     raise ProviderUnavailable(f"no provider adapter for {type(config).__name__}")
 
 
+#: The clients that only read each cloud, by the configuration they were connected for (`reading`).
+_READERS: dict[ProviderConfig, Provider] = {}
+_READERS_LOCK = threading.Lock()
+
+
+def reading(config: ProviderConfig) -> Provider:
+    """`config`'s provider for what only reads the cloud (a snapshot's cloud side, a check's cloud
+    findings, a drafted plan's versions), connected once per process. Connecting builds the SDK's
+    clients (five for EKS): about half a second of CPU, which each snapshot and check of a cluster
+    with a provider paid again, and a rehearsal took as minutes of its sped-up clock. Update calls
+    go through `ProviderAccess`, whose clients are its own, guarded by the replica's lease. Two first
+    calls at once may both connect (one of the two is kept): clusters of a fleet check connect side
+    by side rather than one after another behind a lock."""
+    with _READERS_LOCK:
+        known = _READERS.get(config)
+    if known is not None:
+        return known
+    provider = connect(config)  # ProviderUnavailable propagates, and nothing is kept
+    with _READERS_LOCK:
+        return _READERS.setdefault(config, provider)
+
+
 def sdk_missing(kind: str) -> str:
     """Why the bot cannot import cloud `kind`'s SDK, for people ("" when it can, or the cloud is
     unknown): what its `connect` would refuse with, asked before a plan's actions meet it."""

@@ -4,11 +4,12 @@ google-cloud-container client on its REST transport, GKE's operations and errors
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 
 from bot.adapters.providers import gke
-from bot.core.providers import PoolStrategy, connect
+from bot.core.providers import PoolStrategy, connect, reading
 from bot.sim import SimCluster
 from tests.support.gcp import gke_calls, gke_provider
 from tests.support.testbed import wait_until
@@ -97,3 +98,21 @@ def test_gke_refusals_become_the_ports_errors_with_googles_status(
     with pytest.raises(gke.GcpError) as missing:
         provider.node_pool("gpu")
     assert (missing.value.code, missing.value.status) == ("NOT_FOUND", 404)
+
+
+def test_what_only_reads_the_cloud_connects_to_it_once_per_configuration(
+    sim_factory: Callable[..., SimCluster],
+) -> None:
+    """A snapshot's cloud side and a check's cloud findings read through `reading`: the SDK's
+    clients are built once per provider configuration and process (building them was about half a
+    second of CPU, paid again at every snapshot and check), another configuration gets its own."""
+    sim = sim_factory("gke-nodepools", speed=0.0, seed=1)
+    config = gke_provider(sim)
+    first = reading(config)
+    assert reading(config) is first
+    assert reading(replace(config)) is first  # equal configurations: the same clients
+    other = reading(replace(config, name="another-cluster"))
+    assert other is not first
+    assert (other.kind, other.name) == ("gke", "another-cluster")
+    assert first.versions().current == "1.29.8-gke.1031000"
+    assert connect(config) is not first  # the update calls' clients stay their own (ProviderAccess)

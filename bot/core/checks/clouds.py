@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from bot.core.checks.findings import Finding, cloud_not_completed, cloud_skipped
 from bot.core.checks.preflight import kubelet_skew_allowed, minor_of
 from bot.core.providers import Provider, ProviderConfig, ProviderError, ProviderUnavailable
-from bot.core.providers import connect as connect_provider
+from bot.core.providers import reading as connect_provider
 from bot.core.snapshots.projection import ClusterReader
 
 log = logging.getLogger(__name__)

@@ -148,7 +148,7 @@ def _eks_addon_default(provider: EksProvider, notes: list[str]) -> Callable[[str
     from bot.core.checks import images
 
     try:
-        ask = images.addon_default_from(providers.connect(provider))
+        ask = images.addon_default_from(providers.reading(provider))
     except providers.ProviderUnavailable as exc:
         notes.append(f"images: the EKS add-ons' target images not asked: {exc}")
         return None

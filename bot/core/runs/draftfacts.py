@@ -373,7 +373,7 @@ def gather_facts(
     waivers: Sequence[WaiverRow] | None,
     ignores: Sequence[Cover],
     now: datetime,
-    connect_provider: Callable[[ProviderConfig], Provider] = providers.connect,
+    connect_provider: Callable[[ProviderConfig], Provider] = providers.reading,
     progress: Callable[[str], AbstractContextManager[Progress | None]] | None = None,
 ) -> DraftFacts:
     """What the draft knows beyond the snapshot, all of it read: each hop's pre-flight check (as

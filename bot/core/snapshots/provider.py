@@ -45,7 +45,7 @@ def minors_from(version: Mapping[str, Any], later: int = LATER_MINORS) -> list[s
 
 
 def provider_of(
-    cluster: ClusterConfig, connect: Callable[[ProviderConfig], Provider] = providers.connect
+    cluster: ClusterConfig, connect: Callable[[ProviderConfig], Provider] = providers.reading
 ) -> Callable[[], Provider] | None:
     """What `take_snapshot` connects to the cluster's provider with; None when it names none."""
     config: ProviderConfig | None = cluster.eks or cluster.aks or cluster.gke
