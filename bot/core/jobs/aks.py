@@ -236,20 +236,11 @@ class AksUpgradeControlPlaneJob(_AksJob):
             )
         return lines
 
-    def tick(
-        self, cluster: JobCluster, progress: Progress, *, now: datetime, decision: Decision | None = None
-    ) -> Tick:
-        aks = self.client(cluster)
-        target = progress["target"]
-        what = f"control plane {progress['from']} → {target}"
-        if decision is not None and decision.choice_key.startswith(f"{BLOCKED}:"):
-            return self._decided(progress, decision, what, now=now)
-        if not self._started(progress):
-            try:
-                return self._first_call(aks, progress, now=now, what=what, on="the control plane")
-            except _Blocked as blocked:
-                return self._blocked(progress, blocked.reason, what)
-        return self._follow_control_plane(cluster, aks, progress, now=now, what=what)
+    def _start(self, aks: Provider, progress: Progress, *, now: datetime, what: str) -> Tick:
+        try:
+            return super()._start(aks, progress, now=now, what=what)
+        except _Blocked as blocked:
+            return self._blocked(progress, blocked.reason, what)
 
     def _blocked(self, progress: Progress, reason: str, what: str) -> Tick:
         """AKS refused the upgrade over deprecated-API usage: name the APIs and ask people."""
@@ -280,9 +271,12 @@ class AksUpgradeControlPlaneJob(_AksJob):
             wait=POLL_SECONDS,
         )
 
-    def _decided(self, progress: Progress, decision: Decision, what: str, *, now: datetime) -> Tick:
-        """Stop; or one person asked for the override and a second must confirm; or the second
-        confirmed: the override's expiry is fixed now, and the next tick stores the new intent."""
+    def _answered(self, progress: Progress, decision: Decision, what: str, *, now: datetime) -> Tick | None:
+        """The answer to the API block's question: stop; or one person asked for the override and
+        a second must confirm; or the second confirmed: the override's expiry is fixed now, and the
+        next tick stores the new intent."""
+        if not decision.choice_key.startswith(f"{BLOCKED}:"):
+            return None
         target = progress["target"]
         names = few(list(progress.get("apis") or []), 5) or "none named"
         n = progress.get("refused", 1)
@@ -293,12 +287,7 @@ class AksUpgradeControlPlaneJob(_AksJob):
         )  # fmt: skip
         if question is not None:
             return question
-        asked = progress["override_asked"]
         until = (now + _override_for(progress)).strftime("%Y-%m-%dT%H:%M:%SZ")
-        text = (
-            f"{what}: override of AKS's deprecated-API block ({names}) until {said_time(until)}, asked by {asked['by']} "
-            f"({asked['reason']}) and confirmed by {decision.by} ({decision.reason or 'no reason given'})"
-        )
         new = {
             **progress,
             "force": True,
@@ -309,13 +298,11 @@ class AksUpgradeControlPlaneJob(_AksJob):
             "status": "",
             "started": iso(now),
         }
-        return Tick(
-            progress=new,
-            posts=(Post(key=f"override:{target}:{n}", text=text, people=(asked["by"], decision.by)),),
-            audit=(("override chosen", text),),
-            card=(text,),
-            wait=0.0,
-        )
+        return self._confirmed(
+            progress, decision, asked_key="override_asked", new=new, key=f"override:{target}:{n}",
+            chosen=f"{what}: override of AKS's deprecated-API block ({names}) until {said_time(until)}",
+            said="override chosen",
+        )  # fmt: skip
 
 
 def _override_for(progress: Progress) -> timedelta:
@@ -402,14 +389,9 @@ class AksUpgradeNodepoolJob(_AksJob):
             f"then GET its async operation every {POLL_SECONDS:g} s while AKS surges and drains (up to {timeout_span(progress)})",
         ]
 
-    def tick(
-        self, cluster: JobCluster, progress: Progress, *, now: datetime, decision: Decision | None = None
+    def _follow(
+        self, cluster: JobCluster, aks: Provider, progress: Progress, *, now: datetime, what: str
     ) -> Tick:
-        aks = self.client(cluster)
-        pool, target = progress["nodepool"], progress["target"]
-        what = f"agent pool {pool} {progress['from']} → {target}"
-        if not self._started(progress):
-            return self._first_call(aks, progress, now=now, what=what, on=f"agent pool {pool}")
         op, counts, new, done = self._pool_read(cluster, aks, progress)
         ended = self._settled(progress, new, op, what, done=done) or self._gave_up(
             progress, new, op, what, now
@@ -418,7 +400,7 @@ class AksUpgradeNodepoolJob(_AksJob):
             return ended
         card = (
             self._head(progress, op, what, now) + f" · max surge {progress['surge'] or '?'}",
-            pool_bar(counts, target),
+            pool_bar(counts, progress["target"]),
         )
         return Tick(progress=new, card=card, wait=POLL_SECONDS)
 

@@ -10,7 +10,9 @@ calling twice.
   on: a tick stores the call's intent, the next one sends it; a tick that finds an intent without
   an operation (a kill -9 between the call and storing its answer) first looks for what the call
   started (the resource upgrading, a running operation, the target reached) and follows it instead
-  of calling again. Then it follows the operation to Successful, Failed or the job's timeout.
+  of calling again. Then it follows the operation to Successful, Failed or the job's timeout. Its
+  tick is the AKS and GKE jobs' one: people's answer to a question the job asked, the call, the
+  follow; each job says only what its own question, call and follow are.
 
 EKS keeps its own intent rule (a `clientRequestToken` and `ListUpdates`): see `bot.core.jobs.eks`.
 """
@@ -330,6 +332,33 @@ class CloudJob(abc.ABC):
             wait=POLL_SECONDS,
         )
 
+    def _confirmed(
+        self,
+        progress: Progress,
+        decision: Decision,
+        *,
+        asked_key: str,
+        chosen: str,
+        new: Progress,
+        key: str,
+        said: str,
+    ) -> Tick:
+        """The second person confirmed what the first asked for (`_second_person` answered None):
+        `chosen` (what the two chose, as people read it) is posted under `key` with both of them
+        and their reasons, audited as `said`; the next tick goes on with `new`."""
+        asked = progress[asked_key]
+        text = (
+            f"{chosen}, asked by {asked['by']} ({asked['reason']}) and confirmed by {decision.by} "
+            f"({decision.reason or 'no reason given'})"
+        )
+        return Tick(
+            progress=new,
+            posts=(Post(key=key, text=text, people=(asked["by"], decision.by)),),
+            audit=((said, text),),
+            card=(text,),
+            wait=0.0,
+        )
+
 
 class OperationJob(CloudJob):
     """An AKS or GKE job: the intent rule of the module docstring, and the operation's follow.
@@ -352,6 +381,8 @@ class OperationJob(CloudJob):
     console = ""
     #: What a resumed job does before it calls (the dry run's first line).
     looks_first = ""
+    #: The control plane as a line that says it is already on the target names it.
+    control_plane_word = "the control plane"
 
     @abc.abstractmethod
     def _found(self, provider: Provider, progress: Progress) -> tuple[str, str] | None:
@@ -455,16 +486,32 @@ class OperationJob(CloudJob):
             wait=POLL_SECONDS,
         )
 
-    def _first_call(
-        self, provider: Provider, progress: Progress, *, now: datetime, what: str, on: str
+    def tick(
+        self, cluster: JobCluster, progress: Progress, *, now: datetime, decision: Decision | None = None
     ) -> Tick:
-        """A job that has not called yet: done when `on` (what it upgrades, as people read it) was
-        on the target before it began, else the intent rule (`_start`)."""
+        """People's answer to the job's question first (`_answered`); then, before the call, done
+        when what the job upgrades was on the target before it began, else the intent rule
+        (`_start`); after it, the follow of what the call started (`_follow`)."""
+        provider = self.client(cluster)
+        pool = self._pool(progress)
+        what = f"{self.pool_word + ' ' + pool if pool else 'control plane'} {progress['from']} → {progress['target']}"
+        if decision is not None:
+            answered = self._answered(progress, decision, what, now=now)
+            if answered is not None:
+                return answered
+        if self._started(progress):
+            return self._follow(cluster, provider, progress, now=now, what=what)
         if progress["from"] == progress["target"]:
+            on = f"{self.pool_word} {pool}" if pool else self.control_plane_word
             return self._nothing_to_do(
                 progress, f"{on} is already on {progress['target']}: nothing to upgrade"
             )
         return self._start(provider, progress, now=now, what=what)
+
+    def _answered(self, progress: Progress, decision: Decision, what: str, *, now: datetime) -> Tick | None:
+        """What people's `decision` does, when it answers the question this job asked; None when
+        it is none of this job's (the default: a job that asks nothing)."""
+        return None
 
     def _pool_read(
         self, cluster: JobCluster, provider: Provider, progress: Progress
@@ -563,10 +610,11 @@ class OperationJob(CloudJob):
             + (f", {elapsed} so far" if elapsed else "")
         )
 
-    def _follow_control_plane(
+    def _follow(
         self, cluster: JobCluster, provider: Provider, progress: Progress, *, now: datetime, what: str
     ) -> Tick:
-        """Follow a control plane's operation until it succeeded AND /version reports the target."""
+        """Follow what the call started: a control plane's operation until it succeeded AND
+        /version reports the target (a pool's job follows its nodes instead)."""
         op = self._status(provider, progress)
         seen = seen_version(cluster)
         new = {**progress, "status": op.status, "seen": seen}

@@ -535,19 +535,12 @@ class EksUpdateClusterJob(_EksJob):
         )  # fmt: skip
         if question is not None:
             return question
-        asked = progress["force_asked"]
-        text = (
-            f"{what}: update with force past the upgrade insights in ERROR ({names}), asked by {asked['by']} "
-            f"({asked['reason']}) and confirmed by {decision.by} ({decision.reason or 'no reason given'})"
-        )
         new = {**progress, "force": True, "update": "", "status": "", "started": iso(now)}
-        return Tick(
-            progress=new,
-            posts=(Post(key=f"forced:{version}", text=text, people=(asked["by"], decision.by)),),
-            audit=(("force chosen", text),),
-            card=(text,),
-            wait=0.0,
-        )
+        return self._confirmed(
+            progress, decision, asked_key="force_asked", new=new, key=f"forced:{version}",
+            chosen=f"{what}: update with force past the upgrade insights in ERROR ({names})",
+            said="force chosen",
+        )  # fmt: skip
 
 
 def _subnets_line(eks: EksActs, group: Mapping[str, Any]) -> list[str]:

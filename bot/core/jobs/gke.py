@@ -161,6 +161,7 @@ class GkeUpdateMasterJob(_GkeJob):
 
     kind = "gke-update-master"
     call = UPDATE_MASTER
+    control_plane_word = "the master"
 
     def _version_now(self, gke: Provider, progress: Progress) -> str:
         return str(gke_call("GetCluster", gke.control_plane).get("currentMasterVersion", ""))
@@ -193,16 +194,6 @@ class GkeUpdateMasterJob(_GkeJob):
         ]
         lines[1:1] = self._not_offered(progress, versions)
         return lines + self._exclusions(gke, started_at(progress))
-
-    def tick(
-        self, cluster: JobCluster, progress: Progress, *, now: datetime, decision: Decision | None = None
-    ) -> Tick:
-        gke = self.client(cluster)
-        target = progress["target"]
-        what = f"control plane {progress['from']} → {target}"
-        if not self._started(progress):
-            return self._first_call(gke, progress, now=now, what=what, on="the master")
-        return self._follow_control_plane(cluster, gke, progress, now=now, what=what)
 
 
 class GkeUpdateNodepoolJob(_GkeJob):
@@ -291,18 +282,13 @@ class GkeUpdateNodepoolJob(_GkeJob):
         ]
         return lines
 
-    def tick(
-        self, cluster: JobCluster, progress: Progress, *, now: datetime, decision: Decision | None = None
+    def _follow(
+        self, cluster: JobCluster, gke: Provider, progress: Progress, *, now: datetime, what: str
     ) -> Tick:
-        gke = self.client(cluster)
-        pool = progress["nodepool"]
-        what = f"node pool {pool} {progress['from']} → {progress['target']}"
-        if decision is not None and decision.choice_key.startswith(f"{SOAKING}:"):
-            return self._decided(progress, decision, what)
+        # A rollback is chosen at the soak, so only ever after the call: it is followed here.
         if progress.get("rollback"):
             return self._rolling_back(cluster, gke, progress, what, now=now)
-        if not self._started(progress):
-            return self._first_call(gke, progress, now=now, what=what, on=f"node pool {pool}")
+        pool = progress["nodepool"]
         op, counts, new, done = self._pool_read(cluster, gke, progress)
         if progress["strategy"] == "blue-green" and not progress.get("soak_asked"):
             # The job was not following the operation through the whole soak (the bot was down):
@@ -413,7 +399,10 @@ class GkeUpdateNodepoolJob(_GkeJob):
             wait=POLL_SECONDS,
         )
 
-    def _decided(self, progress: Progress, decision: Decision, what: str) -> Tick:
+    def _answered(self, progress: Progress, decision: Decision, what: str, *, now: datetime) -> Tick | None:
+        """The answer to the soak's question: let it finish, or roll back (stored, then called)."""
+        if not decision.choice_key.startswith(f"{SOAKING}:"):
+            return None
         if decision.option != ROLL_BACK:
             text = f"{what}: {decision.by} lets the soak finish"
             return Tick(progress=progress, audit=(("soak kept", text),), card=(text,), wait=0.0)
