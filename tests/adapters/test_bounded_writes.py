@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from bot.adapters.kube import Cluster
+from bot.adapters.providers import call_timeouts
 from bot.adapters.providers import eks as aws
 from bot.errors import ClusterUnreachable
 from bot.records import ClusterConfig, EksProvider
@@ -84,6 +85,14 @@ def test_an_eks_update_call_gives_up_within_the_figure_checked(
     with pytest.raises(aws.AwsError):
         eks.update_nodegroup_version("ng-shared", version="1.25", force=False, token="t-1")
     assert time.monotonic() - began < 2.5
+
+
+def test_an_update_call_connects_in_a_quarter_of_its_figure_at_most_and_reads_in_what_is_left() -> None:
+    # The EKS and AKS clients' figures: 5 s to connect, 30 s to read.
+    assert call_timeouts(None, 5.0, 30.0) == (5.0, 30.0)
+    assert call_timeouts(8.0, 5.0, 30.0) == (2.0, 6.0)
+    assert call_timeouts(20.0, 5.0, 30.0) == (5.0, 15.0)
+    assert call_timeouts(120.0, 5.0, 30.0) == (5.0, 30.0)
 
 
 def test_an_eviction_a_budget_refuses_is_no_warning_in_the_log(

@@ -30,11 +30,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.adapters.providers import not_importable
+from bot.adapters.providers import FollowsControlPlane, call_timeouts, not_importable
 from bot.errors import ProviderError, ProviderUnavailable
 from bot.records import (
     AksProvider,
@@ -44,7 +43,6 @@ from bot.records import (
     Operation,
     OperationError,
     PoolStrategy,
-    SubnetCapacity,
     Versions,
 )
 from bot.timetext import said_time
@@ -89,8 +87,9 @@ class StaticToken:
         return AccessToken(self._token, int(datetime.now(UTC).timestamp()) + 3600)
 
 
-class Aks:
-    """One AKS managed cluster through `ContainerServiceClient`."""
+class Aks(FollowsControlPlane):
+    """One AKS managed cluster through `ContainerServiceClient` (add-ons, capacity and the snapshot:
+    `FollowsControlPlane`)."""
 
     kind = "aks"
 
@@ -149,17 +148,11 @@ class Aks:
         except self._errors as exc:
             raise _error(exc) from exc
 
-    def addons(self) -> list[Obj]:
+    def _managed(self, addon: str) -> AzureError:
         # AKS's add-ons (CoreDNS, kube-proxy, the CSI drivers) follow the control plane's version.
-        return []
-
-    def addon(self, name: str) -> Obj:
-        raise AzureError(
-            f"AKS manages its add-on {name} with the control plane", code="NotSupported", status=400
+        return AzureError(
+            f"AKS manages its add-on {addon} with the control plane", code="NotSupported", status=400
         )
-
-    def addon_versions(self, addon: str, kubernetes_version: str) -> list[Obj]:
-        return []
 
     # ---- the port's own answers -------------------------------------------------------------------
 
@@ -174,11 +167,6 @@ class Aks:
             offered=offered,
             default=offered[-1] if offered else "",
         )
-
-    def describe_for_snapshot(self, minors: Sequence[str]) -> Obj | None:
-        # Not captured yet: a snapshot of an AKS cluster says its provider section is missing
-        # (`bot.core.snapshots.provider`), and its twin has no AKS side of its own.
-        return None
 
     def maintenance(self) -> MaintenancePolicy:
         windows: list[str] = []
@@ -235,9 +223,6 @@ class Aks:
             )
         ]
 
-    def capacity(self, subnet_ids: list[str]) -> list[SubnetCapacity]:
-        return []
-
     # ---- updates -------------------------------------------------------------------------------
 
     def update_control_plane(
@@ -283,11 +268,6 @@ class Aks:
             current,
             kind="AgentPoolUpgrade",
             version=version,
-        )
-
-    def update_addon_version(self, addon: str, *, version: str, conflicts: str, token: str) -> Operation:
-        raise AzureError(
-            f"AKS manages its add-on {addon} with the control plane", code="NotSupported", status=400
         )
 
     def rollback_node_pool(self, pool: str, *, token: str) -> Operation:
@@ -433,8 +413,7 @@ def connect(provider: AksProvider, *, update_within: float | None = None) -> Aks
         credential = DefaultAzureCredential()
     # azure-core logs every request and response at INFO: the bot's log keeps its own lines.
     logging.getLogger("azure.core.pipeline.policies.http_logging_policy").setLevel(logging.WARNING)
-    connect_s = CONNECT_TIMEOUT if update_within is None else min(CONNECT_TIMEOUT, update_within / 4)
-    read_s = READ_TIMEOUT if update_within is None else min(READ_TIMEOUT, update_within - connect_s)
+    connect_s, read_s = call_timeouts(update_within, CONNECT_TIMEOUT, READ_TIMEOUT)
     kwargs: Obj = {"connection_timeout": connect_s, "read_timeout": read_s}
     if update_within is not None:
         # One attempt: the job's own look-up of the resource is the retry.

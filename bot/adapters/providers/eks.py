@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
-from bot.adapters.providers import not_importable
+from bot.adapters.providers import call_timeouts, not_importable
 from bot.errors import ProviderError, ProviderUnavailable
 from bot.records import (
     EksProvider,
@@ -464,11 +464,9 @@ def connect(provider: EksProvider, *, update_within: float | None = None) -> Eks
     )
     once_config = Config(retries={"total_max_attempts": 1})
     if update_within is not None:
-        # One attempt, so connect and read add up to the whole call: a quarter to connect.
-        connect_s = min(CONNECT_TIMEOUT, update_within / 4)
-        once_config = once_config.merge(
-            Config(connect_timeout=connect_s, read_timeout=min(READ_TIMEOUT, update_within - connect_s))
-        )
+        # One attempt, so connect and read add up to the whole call.
+        connect_s, read_s = call_timeouts(update_within, CONNECT_TIMEOUT, READ_TIMEOUT)
+        once_config = once_config.merge(Config(connect_timeout=connect_s, read_timeout=read_s))
     once = session.create_client("eks", endpoint_url=provider.endpoint_url, config=config.merge(once_config))
     cloudformation = session.create_client(
         "cloudformation", endpoint_url=provider.endpoint_url, config=config

@@ -33,10 +33,9 @@ any SDK error becomes `GcpError` (the port's `ProviderError`) with GKE's status 
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
 from typing import Any
 
-from bot.adapters.providers import not_importable
+from bot.adapters.providers import FollowsControlPlane, not_importable
 from bot.errors import ProviderError, ProviderUnavailable
 from bot.records import (
     GkeProvider,
@@ -46,7 +45,6 @@ from bot.records import (
     Operation,
     OperationError,
     PoolStrategy,
-    SubnetCapacity,
     Versions,
 )
 from bot.timetext import said_duration, said_span
@@ -110,8 +108,9 @@ def _prune(value: Any) -> Any:
     return value
 
 
-class Gke:
-    """One GKE cluster through `ClusterManagerClient` (REST)."""
+class Gke(FollowsControlPlane):
+    """One GKE cluster through `ClusterManagerClient` (REST) (add-ons, capacity and the snapshot:
+    `FollowsControlPlane`)."""
 
     kind = "gke"
 
@@ -158,15 +157,9 @@ class Gke:
     def server_config(self) -> Obj:
         return as_json(self._call(self._client.get_server_config, {"name": self.location_path}))
 
-    def addons(self) -> list[Obj]:
+    def _managed(self, addon: str) -> GcpError:
         # GKE's add-ons (kube-dns, the CSI drivers …) follow the master's version.
-        return []
-
-    def addon(self, name: str) -> Obj:
-        raise GcpError(f"GKE manages its add-on {name} with the master", code="UNIMPLEMENTED", status=501)
-
-    def addon_versions(self, addon: str, kubernetes_version: str) -> list[Obj]:
-        return []
+        return GcpError(f"GKE manages its add-on {addon} with the master", code="UNIMPLEMENTED", status=501)
 
     # ---- the port's own answers -------------------------------------------------------------------
 
@@ -179,11 +172,6 @@ class Gke:
         return Versions(
             current=current, offered=offered, default=str(config.get("defaultClusterVersion", ""))
         )
-
-    def describe_for_snapshot(self, minors: Sequence[str]) -> Obj | None:
-        # Not captured yet: a snapshot of an GKE cluster says its provider section is missing
-        # (`bot.core.snapshots.provider`), and its twin has no GKE side of its own.
-        return None
 
     def maintenance(self) -> MaintenancePolicy:
         policy = self.control_plane().get("maintenancePolicy") or {}
@@ -231,9 +219,6 @@ class Gke:
                 blocking=False,
             )
         ]
-
-    def capacity(self, subnet_ids: list[str]) -> list[SubnetCapacity]:
-        return []
 
     # ---- updates -------------------------------------------------------------------------------
 
@@ -287,9 +272,6 @@ class Gke:
             update=True,
         )
         return _operation(as_json(found))
-
-    def update_addon_version(self, addon: str, *, version: str, conflicts: str, token: str) -> Operation:
-        raise GcpError(f"GKE manages its add-on {addon} with the master", code="UNIMPLEMENTED", status=501)
 
     def operations(self, *, node_pool: str = "", addon: str = "") -> list[str]:
         """The cluster's (or `node_pool`'s) operations still running, newest first."""
