@@ -10,9 +10,10 @@ calling twice.
   on: a tick stores the call's intent, the next one sends it; a tick that finds an intent without
   an operation (a kill -9 between the call and storing its answer) first looks for what the call
   started (the resource upgrading, a running operation, the target reached) and follows it instead
-  of calling again. Then it follows the operation to Successful, Failed or the job's timeout. Its
-  tick is the AKS and GKE jobs' one: people's answer to a question the job asked, the call, the
-  follow; each job says only what its own question, call and follow are.
+  of calling again. Then it follows the operation to Successful, Failed or the job's timeout.
+
+Every cloud job ticks alike (`CloudJob.tick`): people's answer to a question the job asked, then
+the update call, then the follow of what it started; each job says what its own are.
 
 EKS keeps its own intent rule (a `clientRequestToken` and `ListUpdates`): see `bot.core.jobs.eks`.
 """
@@ -250,6 +251,49 @@ class CloudJob(abc.ABC):
             if node_group((n.get("metadata") or {}).get("labels"), self.node_group_labels) == pool
         ]
 
+    def tick(
+        self, cluster: JobCluster, progress: Progress, *, now: datetime, decision: Decision | None = None
+    ) -> Tick:
+        """People's answer to a question the job asked first (`_answered`); then the update call,
+        made once (`_call`), until the job follows what the call started (`_follow`)."""
+        provider = self.client(cluster)
+        what = self._what(progress)
+        if decision is not None:
+            answered = self._answered(progress, decision, what, now=now)
+            if answered is not None:
+                return answered
+        if self._started(progress):
+            return self._follow(cluster, provider, progress, now=now, what=what)
+        return self._call(cluster, provider, progress, now=now, what=what)
+
+    def _what(self, progress: Progress) -> str:
+        """The upgrade as the job's lines name it (`control plane 1.29 → 1.30`, `node pool apps
+        1.29.1 → 1.30.2`)."""
+        pool = progress.get(self.pool_arg)
+        return f"{self.pool_word + ' ' + pool if pool else 'control plane'} {progress['from']} → {progress['target']}"
+
+    def _answered(self, progress: Progress, decision: Decision, what: str, *, now: datetime) -> Tick | None:
+        """What people's `decision` does, when it answers the question this job asked; None when
+        it is none of this job's (the default: a job that asks nothing)."""
+        return None
+
+    @abc.abstractmethod
+    def _started(self, progress: Progress) -> bool:
+        """Whether the update call was made (or found): the job now follows what it started."""
+
+    @abc.abstractmethod
+    def _call(
+        self, cluster: JobCluster, provider: Provider, progress: Progress, *, now: datetime, what: str
+    ) -> Tick:
+        """A tick before the update call: the call, made once by the intent rule (or nothing to
+        call)."""
+
+    @abc.abstractmethod
+    def _follow(
+        self, cluster: JobCluster, provider: Provider, progress: Progress, *, now: datetime, what: str
+    ) -> Tick:
+        """A tick after the update call: the follow of what it started, to the step's end."""
+
     def _timed_out(self, progress: Progress, now: datetime) -> bool:
         started = timer_start(progress, progress.get("started"), now)
         return now - started >= timedelta(seconds=float(progress["timeout"]))
@@ -486,32 +530,18 @@ class OperationJob(CloudJob):
             wait=POLL_SECONDS,
         )
 
-    def tick(
-        self, cluster: JobCluster, progress: Progress, *, now: datetime, decision: Decision | None = None
+    def _call(
+        self, cluster: JobCluster, provider: Provider, progress: Progress, *, now: datetime, what: str
     ) -> Tick:
-        """People's answer to the job's question first (`_answered`); then, before the call, done
-        when what the job upgrades was on the target before it began, else the intent rule
-        (`_start`); after it, the follow of what the call started (`_follow`)."""
-        provider = self.client(cluster)
-        pool = self._pool(progress)
-        what = f"{self.pool_word + ' ' + pool if pool else 'control plane'} {progress['from']} → {progress['target']}"
-        if decision is not None:
-            answered = self._answered(progress, decision, what, now=now)
-            if answered is not None:
-                return answered
-        if self._started(progress):
-            return self._follow(cluster, provider, progress, now=now, what=what)
+        """Done when what the job upgrades was on the target before it began, else the intent
+        rule (`_start`)."""
         if progress["from"] == progress["target"]:
+            pool = self._pool(progress)
             on = f"{self.pool_word} {pool}" if pool else self.control_plane_word
             return self._nothing_to_do(
                 progress, f"{on} is already on {progress['target']}: nothing to upgrade"
             )
         return self._start(provider, progress, now=now, what=what)
-
-    def _answered(self, progress: Progress, decision: Decision, what: str, *, now: datetime) -> Tick | None:
-        """What people's `decision` does, when it answers the question this job asked; None when
-        it is none of this job's (the default: a job that asks nothing)."""
-        return None
 
     def _pool_read(
         self, cluster: JobCluster, provider: Provider, progress: Progress
@@ -525,7 +555,6 @@ class OperationJob(CloudJob):
         return op, counts, {**progress, "status": op.status, "seen": counts}, done
 
     def _started(self, progress: Progress) -> bool:
-        """Whether the call was made (or found): the job now follows what it started."""
         return bool(progress.get("operation") or progress.get("following"))
 
     def _status(self, provider: Provider, progress: Progress) -> Operation:

@@ -174,6 +174,18 @@ def _started(call: str, found: bool) -> str:
     )
 
 
+def _following_update(progress: Progress, update: Operation, text: str, audit: tuple[str, str]) -> Tick:
+    """From this tick the job follows `update` (the one it started, or found): `text` is said
+    once in the thread, under the update's id, and `audit` records how it came to follow it."""
+    return Tick(
+        progress={**progress, "update": update.id, "status": update.status},
+        posts=(Post(key=f"update-started:{update.id}", text=text),),
+        audit=(audit,),
+        card=(text,),
+        wait=POLL_SECONDS,
+    )
+
+
 def _interrupted(progress: Mapping[str, Any]) -> list[str]:
     """The dry run's first line for a resumed job whose call was interrupted: it looks first."""
     intent = progress.get(INTENT) or {}
@@ -207,6 +219,9 @@ class _EksJob(CloudJob):
 
     def _api(self, what: str, fn: Callable[..., T], **kwargs: Any) -> T:
         return aws_call(what, fn, **kwargs)
+
+    def _started(self, progress: Progress) -> bool:
+        return bool(progress["update"])
 
     def _following(self, eks: EksActs, progress: Progress, **which: str) -> list[str]:
         """The dry run of a resumed job that already started its update: it calls no Update
@@ -252,12 +267,11 @@ class _EksJob(CloudJob):
                     f"{what}: EKS update {running.id} to {match[2]} is already in progress (started "
                     f"{_clock(running.created)}, before this job): following it, {call} not called"
                 )
-                return Tick(
-                    progress={**progress, "update": running.id, "status": running.status},
-                    posts=(Post(key=f"update-started:{running.id}", text=text),),
-                    audit=((call, f"{audit}: not called, following update {running.id} in progress"),),
-                    card=(text,),
-                    wait=POLL_SECONDS,
+                return _following_update(
+                    progress,
+                    running,
+                    text,
+                    (call, f"{audit}: not called, following update {running.id} in progress"),
                 )
             new = {**progress, INTENT: {"call": call, "token": tok, "at": iso(now), "known": known}}
             return Tick(progress=new, card=(f"{what}: calling {call}",), wait=0.0)
@@ -266,13 +280,7 @@ class _EksJob(CloudJob):
         if update is None:
             update = send()
         text = f"{what}: {_started(call, found)}{said}, update {update.id} ({update.status}){then}"
-        return Tick(
-            progress={**progress, "update": update.id, "status": update.status},
-            posts=(Post(key=f"update-started:{update.id}", text=text),),
-            audit=((call, f"{audit}: update {update.id}{_how(found)}"),),
-            card=(text,),
-            wait=POLL_SECONDS,
-        )
+        return _following_update(progress, update, text, (call, f"{audit}: update {update.id}{_how(found)}"))
 
     @staticmethod
     def _running(
@@ -426,35 +434,43 @@ class EksUpdateClusterJob(_EksJob):
             )
         return lines
 
-    def tick(
-        self, cluster: JobCluster, progress: Progress, *, now: datetime, decision: Decision | None = None
+    def _what(self, progress: Progress) -> str:
+        return f"control plane {progress['from']} → {progress['version']}"
+
+    def _answered(self, progress: Progress, decision: Decision, what: str, *, now: datetime) -> Tick | None:
+        if not decision.choice_key.startswith(f"{INSIGHTS}:"):
+            return None
+        return self._force_decided(progress, decision, what, now=now)
+
+    def _call(
+        self, cluster: JobCluster, eks: EksActs, progress: Progress, *, now: datetime, what: str
     ) -> Tick:
-        eks = self.client(cluster)
         version = progress["version"]
-        what = f"control plane {progress['from']} → {version}"
-        if decision is not None and decision.choice_key.startswith(f"{INSIGHTS}:"):
-            return self._force_decided(progress, decision, what, now=now)
-        if not progress["update"]:
-            if progress["from"] == version:
-                return self._nothing_to_do(
-                    progress, f"the control plane is already on {version}: nothing to update"
-                )
-            force = bool(progress.get("force"))
-            # Force is a new, deliberate update: its own token (the first one was refused).
-            tok = token(progress, "-force" if force else "")
-            try:
-                return self._call_once(
-                    eks, progress, now=now, call="UpdateClusterVersion", tok=tok,
-                    match=("VersionUpdate", "Version", version), which={}, what=what,
-                    busy=lambda: aws_call("DescribeCluster", eks.control_plane).get("status") == "UPDATING",
-                    send=lambda: aws_call(
-                        "UpdateClusterVersion", _update_control_plane, eks=eks, version=version, token=tok,
-                        force=force,
-                    ),
-                    audit=f"{progress['eks']} {progress['from']} → {version}",
-                )  # fmt: skip
-            except _InsightsBlock as blocked:
-                return self._insights_refused(eks, progress, blocked.reason, what)
+        if progress["from"] == version:
+            return self._nothing_to_do(
+                progress, f"the control plane is already on {version}: nothing to update"
+            )
+        force = bool(progress.get("force"))
+        # Force is a new, deliberate update: its own token (the first one was refused).
+        tok = token(progress, "-force" if force else "")
+        try:
+            return self._call_once(
+                eks, progress, now=now, call="UpdateClusterVersion", tok=tok,
+                match=("VersionUpdate", "Version", version), which={}, what=what,
+                busy=lambda: aws_call("DescribeCluster", eks.control_plane).get("status") == "UPDATING",
+                send=lambda: aws_call(
+                    "UpdateClusterVersion", _update_control_plane, eks=eks, version=version, token=tok,
+                    force=force,
+                ),
+                audit=f"{progress['eks']} {progress['from']} → {version}",
+            )  # fmt: skip
+        except _InsightsBlock as blocked:
+            return self._insights_refused(eks, progress, blocked.reason, what)
+
+    def _follow(
+        self, cluster: JobCluster, eks: EksActs, progress: Progress, *, now: datetime, what: str
+    ) -> Tick:
+        version = progress["version"]
         update = aws_call("DescribeUpdate", eks.operation, operation_id=progress["update"])
         status = update.status
         seen = seen_version(cluster)
@@ -697,13 +713,9 @@ class EksUpdateNodegroupJob(_EksJob):
             "began: updated outside the bot): nothing to update, UpdateNodegroupVersion not called",
         )
 
-    def tick(
-        self, cluster: JobCluster, progress: Progress, *, now: datetime, decision: Decision | None = None
-    ) -> Tick:
-        eks = self.client(cluster)
-        group = progress["nodegroup"]
-        what = f"node group {group} {progress['from']} → {progress['target']}"
-        if decision is not None and decision.option == STOP:
+    def _answered(self, progress: Progress, decision: Decision, what: str, *, now: datetime) -> Tick | None:
+        """The answer to the question after a PodEvictionFailure: stop, or update again with force."""
+        if decision.option == STOP:
             # EKS's reason and where the group stands stay with the step's failure.
             failed = str(progress.get("failed") or "EKS failed the update")
             seen = progress.get("seen") or {}
@@ -715,8 +727,7 @@ class EksUpdateNodegroupJob(_EksJob):
             )
             text = f"{what}: {failed}; stopped by {decision.by} (not forced){stands}"
             return Tick(progress=progress, card=(text,), done=True, ok=False, detail=text, wait=0.0)
-        forcing = decision is not None and decision.option == FORCE
-        if forcing:
+        if decision.option == FORCE:
             # People chose force: a NEW update, its own token (stored before it is called: the rule).
             new = {
                 **progress,
@@ -726,34 +737,48 @@ class EksUpdateNodegroupJob(_EksJob):
                 "tries": int(progress["tries"]) + 1,
                 "started": iso(now),
             }
-            text = f"{what}: {decision.by} chose to update again with force ({decision.reason or 'no reason given'})"  # type: ignore[union-attr]
+            text = f"{what}: {decision.by} chose to update again with force ({decision.reason or 'no reason given'})"
             return Tick(
                 progress=new,
-                posts=(Post(key=f"forced:{group}:{new['tries']}", text=text, people=(decision.by,)),),  # type: ignore[union-attr]
+                posts=(
+                    Post(
+                        key=f"forced:{progress['nodegroup']}:{new['tries']}", text=text, people=(decision.by,)
+                    ),
+                ),
                 audit=(("force chosen", text),),
                 card=(text,),
                 wait=0.0,
             )
-        if not progress["update"]:
-            # Read before the call: a group removed since the step began is said by name.
-            found = self._pool_named(eks, group)
-            outside = self._updated_outside(found, progress, group)
-            if outside is not None:
-                return outside
-            tok = token(progress, f"-{progress['tries']}" if progress["tries"] else "")
-            return self._call_once(
-                eks, progress, now=now, call="UpdateNodegroupVersion", tok=tok,
-                match=("VersionUpdate", "Version", minor(progress["target"])),
-                which={"node_pool": group}, what=what,
-                busy=lambda: found.get("status") == "UPDATING",
-                send=lambda: aws_call(
-                    "UpdateNodegroupVersion", eks.update_node_pool, pool=group, version=progress["version"],
-                    strategy=PoolStrategy(kind="surge", force=bool(progress["force"])), token=tok,
-                ),
-                audit=f"{progress['eks']}/{group} → {progress['target']} force={progress['force']}",
-                said=" with force" if progress["force"] else "",
-                then="; EKS launches new nodes, then drains the old ones",
-            )  # fmt: skip
+        return None
+
+    def _call(
+        self, cluster: JobCluster, eks: EksActs, progress: Progress, *, now: datetime, what: str
+    ) -> Tick:
+        group = progress["nodegroup"]
+        # Read before the call: a group removed since the step began is said by name.
+        found = self._pool_named(eks, group)
+        outside = self._updated_outside(found, progress, group)
+        if outside is not None:
+            return outside
+        tok = token(progress, f"-{progress['tries']}" if progress["tries"] else "")
+        return self._call_once(
+            eks, progress, now=now, call="UpdateNodegroupVersion", tok=tok,
+            match=("VersionUpdate", "Version", minor(progress["target"])),
+            which={"node_pool": group}, what=what,
+            busy=lambda: found.get("status") == "UPDATING",
+            send=lambda: aws_call(
+                "UpdateNodegroupVersion", eks.update_node_pool, pool=group, version=progress["version"],
+                strategy=PoolStrategy(kind="surge", force=bool(progress["force"])), token=tok,
+            ),
+            audit=f"{progress['eks']}/{group} → {progress['target']} force={progress['force']}",
+            said=" with force" if progress["force"] else "",
+            then="; EKS launches new nodes, then drains the old ones",
+        )  # fmt: skip
+
+    def _follow(
+        self, cluster: JobCluster, eks: EksActs, progress: Progress, *, now: datetime, what: str
+    ) -> Tick:
+        group = progress["nodegroup"]
         update = aws_call("DescribeUpdate", eks.operation, operation_id=progress["update"], node_pool=group)
         status = update.status
         nodes = self._nodes(cluster, group)
@@ -864,31 +889,32 @@ class EksUpdateAddonJob(_EksJob):
             lines.insert(1, f"{progress['addon']} is already on {progress['version']}: nothing to update")
         return lines
 
-    def tick(
-        self, cluster: JobCluster, progress: Progress, *, now: datetime, decision: Decision | None = None
+    def _what(self, progress: Progress) -> str:
+        return f"add-on {progress['addon']} {progress['from']} → {progress['version']}"
+
+    def _call(
+        self, cluster: JobCluster, eks: EksActs, progress: Progress, *, now: datetime, what: str
     ) -> Tick:
-        eks = self.client(cluster)
         addon, version = progress["addon"], progress["version"]
-        what = f"add-on {addon} {progress['from']} → {version}"
-        if decision is not None and decision.choice_key.startswith(f"{CONFLICT}:"):
-            return self._decided(progress, decision, what, now=now)
-        if not progress["update"]:
-            if progress["from"] == version:
-                return self._nothing_to_do(
-                    progress, f"add-on {addon} is already on {version}: nothing to update"
-                )
-            tries = int(progress.get("tries", 0))
-            tok = token(progress, f"-{tries}" if tries else "")
-            return self._call_once(
-                eks, progress, now=now, call="UpdateAddon", tok=tok,
-                match=("AddonUpdate", "AddonVersion", version), which={"addon": addon}, what=what,
-                send=lambda: aws_call(
-                    "UpdateAddon", eks.update_addon_version, addon=addon, version=version,
-                    conflicts=progress["resolve_conflicts"], token=tok,
-                ),
-                audit=f"{progress['eks']}/{addon} → {version} resolveConflicts={progress['resolve_conflicts']}",
-                said=f" (conflicts: {progress['resolve_conflicts']})",
-            )  # fmt: skip
+        if progress["from"] == version:
+            return self._nothing_to_do(progress, f"add-on {addon} is already on {version}: nothing to update")
+        tries = int(progress.get("tries", 0))
+        tok = token(progress, f"-{tries}" if tries else "")
+        return self._call_once(
+            eks, progress, now=now, call="UpdateAddon", tok=tok,
+            match=("AddonUpdate", "AddonVersion", version), which={"addon": addon}, what=what,
+            send=lambda: aws_call(
+                "UpdateAddon", eks.update_addon_version, addon=addon, version=version,
+                conflicts=progress["resolve_conflicts"], token=tok,
+            ),
+            audit=f"{progress['eks']}/{addon} → {version} resolveConflicts={progress['resolve_conflicts']}",
+            said=f" (conflicts: {progress['resolve_conflicts']})",
+        )  # fmt: skip
+
+    def _follow(
+        self, cluster: JobCluster, eks: EksActs, progress: Progress, *, now: datetime, what: str
+    ) -> Tick:
+        addon, version = progress["addon"], progress["version"]
         update = aws_call("DescribeUpdate", eks.operation, operation_id=progress["update"], addon=addon)
         status = update.status
         new = {**progress, "status": status}
@@ -945,9 +971,11 @@ class EksUpdateAddonJob(_EksJob):
             wait=POLL_SECONDS,
         )
 
-    def _decided(self, progress: Progress, decision: Decision, what: str, *, now: datetime) -> Tick:
+    def _answered(self, progress: Progress, decision: Decision, what: str, *, now: datetime) -> Tick | None:
         """People answered the conflict: a new update with the policy they chose (its own token,
         stored before it is called: the rule), or the step fails with EKS's reason."""
+        if not decision.choice_key.startswith(f"{CONFLICT}:"):
+            return None
         failed = str(progress.get("conflict") or f"{what}: EKS update {progress['update']} Failed")
         policy = RETRY_WITH.get(decision.option)
         if policy is None:
