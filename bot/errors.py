@@ -54,10 +54,10 @@ failed: refused, unreachable, no credentials; with the cloud's error code and HT
 answered). EKS's are `AwsUnavailable` and `AwsError`; AKS's `AzureUnavailable` and `AzureError`
 (ARM's subcode as its code when it gives one); GKE's `GcpUnavailable` and `GcpError` (Google's
 status name, `FAILED_PRECONDITION`, as its code). The checks turn either into a note of the
-check's report, never into a failed command; the jobs into a short reason or a retry. The EKS
-jobs' `_InsightsBlock` (UpdateClusterVersion refused over upgrade insights) never leaves
-`bot.core.jobs.eks`: it becomes a question for people; nor does the AKS jobs' `_Blocked`
-(the upgrade refused over deprecated-API usage) leave `bot.core.jobs.aks`.
+check's report, never into a failed command; the jobs into a short reason or a retry. The cloud
+jobs' `ReadinessBlock` (`bot.core.jobs.cloud`: EKS's UpdateClusterVersion refused over upgrade
+insights, AKS's upgrade refused over deprecated-API usage) never leaves the job that raised it: it
+becomes a question for people.
 """
 
 from __future__ import annotations

@@ -39,6 +39,7 @@ from bot.core.jobs.cloud import (
     POLL_SECONDS,
     STOP_OPTION,
     OperationJob,
+    ReadinessBlock,
     budgets_line,
     cloud_call,
     coded_reason,
@@ -179,7 +180,7 @@ class AksUpgradeControlPlaneJob(_AksJob):
             )
         except ProviderError as exc:
             if exc.code == API_BLOCK and not force:
-                raise _Blocked(str(exc)) from None
+                raise ReadinessBlock(str(exc)) from None
             return arm_call(PUT_CLUSTER, _raise, exc=exc)
 
     def _extra(self, progress: Progress) -> str:
@@ -239,7 +240,7 @@ class AksUpgradeControlPlaneJob(_AksJob):
     def _start(self, aks: Provider, progress: Progress, *, now: datetime, what: str) -> Tick:
         try:
             return super()._start(aks, progress, now=now, what=what)
-        except _Blocked as blocked:
+        except ReadinessBlock as blocked:
             return self._blocked(progress, blocked.reason, what)
 
     def _blocked(self, progress: Progress, reason: str, what: str) -> Tick:
@@ -307,12 +308,6 @@ class AksUpgradeControlPlaneJob(_AksJob):
 
 def _override_for(progress: Progress) -> timedelta:
     return timedelta(seconds=float(progress.get("override_for") or OVERRIDE_FOR.total_seconds()))
-
-
-class _Blocked(Exception):
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 def _raise(*, exc: Exception) -> Operation:

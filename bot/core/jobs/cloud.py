@@ -77,6 +77,16 @@ STOP = "stop"
 STOP_OPTION = ChoiceOption(id=STOP, label="Stop (fail the step)", roles=("primary", "shadow", "coordinator"))
 
 
+class ReadinessBlock(Exception):
+    """The cloud refused the update over its own readiness block (EKS's upgrade insights in
+    ERROR, AKS's deprecated-API usage): not the step's end but a question for people, asked with
+    the cloud's `reason`."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
 def cloud_call(
     cloud: str,
     what: str,
@@ -293,6 +303,21 @@ class CloudJob(abc.ABC):
         self, cluster: JobCluster, provider: Provider, progress: Progress, *, now: datetime, what: str
     ) -> Tick:
         """A tick after the update call: the follow of what it started, to the step's end."""
+
+    @abc.abstractmethod
+    def _following(self, provider: Provider, progress: Progress) -> list[str]:
+        """The dry run of a resumed job that already made its call: it follows, never calls."""
+
+    def _dry_run_following(self, cluster: JobCluster, provider: Provider, progress: Progress) -> list[str]:
+        """The dry run of a resumed job following its call, with what the cluster shows now: the
+        pool's nodes, or the API server's /version."""
+        pool = progress.get(self.pool_arg)
+        if pool:
+            counts = group_counts(self._nodes(cluster, pool), progress["target"])
+            now = f"its nodes now: {counts['total']}, of which {counts['on_target']} Ready on {progress['target']}"
+        else:
+            now = f"API server /version now: {api_version(cluster) or '?'}"
+        return [*self._following(provider, progress), now]
 
     def _timed_out(self, progress: Progress, now: datetime) -> bool:
         started = timer_start(progress, progress.get("started"), now)
@@ -587,7 +612,6 @@ class OperationJob(CloudJob):
         return f"{self._name(progress)}{'/' + pool if pool else ''}'s {self.resource_word}"
 
     def _following(self, provider: Provider, progress: Progress) -> list[str]:
-        """The dry run of a resumed job that already started its call: it follows, never calls."""
         op = self._status(provider, progress)
         return [
             f"resumes following {self._op_name(progress)}, which this job started before it was interrupted: "
@@ -656,15 +680,6 @@ class OperationJob(CloudJob):
             return ended
         card = (self._head(progress, op, what, now), f"API server /version: {seen or '?'}")
         return Tick(progress=new, card=card, wait=POLL_SECONDS)
-
-    def _dry_run_following(self, cluster: JobCluster, provider: Provider, progress: Progress) -> list[str]:
-        """The dry run of a resumed job following its call, with what the cluster shows now."""
-        if progress.get("what") == "nodepool":
-            counts = group_counts(self._nodes(cluster, self._pool(progress)), progress["target"])
-            now = f"its nodes now: {counts['total']}, of which {counts['on_target']} Ready on {progress['target']}"
-        else:
-            now = f"API server /version now: {api_version(cluster) or '?'}"
-        return [*self._following(provider, progress), now]
 
 
 def pool_bar(counts: Mapping[str, int], target: str) -> str:

@@ -56,6 +56,7 @@ from bot.core.jobs.cloud import (
     STOP,
     STOP_OPTION,
     CloudJob,
+    ReadinessBlock,
     api_version,
     blocking_budgets,
     budgets_line,
@@ -113,14 +114,6 @@ RETRY_WITH = {"overwrite": "OVERWRITE", "preserve": "PRESERVE"}
 INSIGHTS = "insights-force"
 #: EKS's refusal of UpdateClusterVersion while an upgrade-readiness insight is in ERROR.
 INSIGHTS_REFUSAL = "InvalidStateException"
-
-
-class _InsightsBlock(Exception):
-    """UpdateClusterVersion refused over upgrade insights: not an end, a question for people."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 #: What the EKS actions call: the provider port (`bot.adapters.providers.eks.Eks` answers it).
@@ -223,9 +216,9 @@ class _EksJob(CloudJob):
     def _started(self, progress: Progress) -> bool:
         return bool(progress["update"])
 
-    def _following(self, eks: EksActs, progress: Progress, **which: str) -> list[str]:
-        """The dry run of a resumed job that already started its update: it calls no Update
-        again, it follows the one it started (what DescribeUpdate says of it now)."""
+    def _following(self, eks: EksActs, progress: Progress) -> list[str]:
+        """It calls no Update again, it follows the one it started (what DescribeUpdate says of it now)."""
+        which = {"node_pool": progress.get("nodegroup", ""), "addon": progress.get("addon", "")}
         update = aws_call("DescribeUpdate", eks.operation, operation_id=progress["update"], **which)
         return [
             f"resumes following EKS update {progress['update']}, which this job started before it was "
@@ -371,10 +364,7 @@ class EksUpdateClusterJob(_EksJob):
     def dry_run(self, cluster: JobCluster, progress: Progress) -> list[str]:
         eks = self.client(cluster)
         if progress.get("update"):
-            return [
-                *self._following(eks, progress),
-                f"API server /version now: {api_version(cluster) or '?'}",
-            ]
+            return self._dry_run_following(cluster, eks, progress)
         now = aws_call("DescribeCluster", eks.control_plane)
         api = api_version(cluster)
         described = (
@@ -437,11 +427,6 @@ class EksUpdateClusterJob(_EksJob):
     def _what(self, progress: Progress) -> str:
         return f"control plane {progress['from']} → {progress['version']}"
 
-    def _answered(self, progress: Progress, decision: Decision, what: str, *, now: datetime) -> Tick | None:
-        if not decision.choice_key.startswith(f"{INSIGHTS}:"):
-            return None
-        return self._force_decided(progress, decision, what, now=now)
-
     def _call(
         self, cluster: JobCluster, eks: EksActs, progress: Progress, *, now: datetime, what: str
     ) -> Tick:
@@ -464,7 +449,7 @@ class EksUpdateClusterJob(_EksJob):
                 ),
                 audit=f"{progress['eks']} {progress['from']} → {version}",
             )  # fmt: skip
-        except _InsightsBlock as blocked:
+        except ReadinessBlock as blocked:
             return self._insights_refused(eks, progress, blocked.reason, what)
 
     def _follow(
@@ -538,9 +523,11 @@ class EksUpdateClusterJob(_EksJob):
             wait=POLL_SECONDS,
         )
 
-    def _force_decided(self, progress: Progress, decision: Decision, what: str, *, now: datetime) -> Tick:
+    def _answered(self, progress: Progress, decision: Decision, what: str, *, now: datetime) -> Tick | None:
         """People answered the insights' question: stop; or one asked for force and a second
         person must confirm; or the second confirmed, and the next tick calls with force."""
+        if not decision.choice_key.startswith(f"{INSIGHTS}:"):
+            return None
         version = progress["version"]
         names = few(list(progress.get("insights") or []), 5) or "none listed"
         n = progress.get("refused", 1)
@@ -593,13 +580,13 @@ def _clock(created: str) -> str:
 
 
 def _update_control_plane(*, eks: EksActs, version: str, token: str, force: bool) -> Operation:
-    """UpdateClusterVersion; its refusal over upgrade insights is raised as `_InsightsBlock` (a
+    """UpdateClusterVersion; its refusal over upgrade insights is raised as `ReadinessBlock` (a
     question for people, not the job's end), unless force was already chosen."""
     try:
         return eks.update_control_plane(version, token=token, force=force)
     except ProviderError as exc:
         if exc.code == INSIGHTS_REFUSAL and not force:
-            raise _InsightsBlock(_reason(exc).removeprefix(f"{INSIGHTS_REFUSAL}: ")) from None
+            raise ReadinessBlock(_reason(exc).removeprefix(f"{INSIGHTS_REFUSAL}: ")) from None
         raise
 
 
@@ -639,11 +626,7 @@ class EksUpdateNodegroupJob(_EksJob):
         eks = self.client(cluster)
         group = progress["nodegroup"]
         if progress.get("update"):
-            counts = group_counts(self._nodes(cluster, group), progress["target"])
-            return [
-                *self._following(eks, progress, node_pool=group),
-                f"its nodes now: {counts['total']}, of which {counts['on_target']} Ready on {progress['target']}",
-            ]
+            return self._dry_run_following(cluster, eks, progress)
         now = self._pool_named(eks, group)
         nodes = self._nodes(cluster, group)
         counts = group_counts(nodes, progress["target"])
@@ -872,7 +855,7 @@ class EksUpdateAddonJob(_EksJob):
     def dry_run(self, cluster: JobCluster, progress: Progress) -> list[str]:
         eks = self.client(cluster)
         if progress.get("update"):
-            return self._following(eks, progress, addon=progress["addon"])
+            return self._following(eks, progress)
         now = aws_call("DescribeAddon", eks.addon, name=progress["addon"])
         policy = progress["resolve_conflicts"]
         lines = [
