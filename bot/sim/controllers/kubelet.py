@@ -407,7 +407,7 @@ class Kubelets:
         )
 
     def _pull(self, run: PodRun, pod: Obj, c: ContainerRun) -> None:
-        c.behaviour = self._behaviour(pod, {"name": c.name, "image": c.image})
+        self._reread(pod, c)
         if c.pulled:
             self._after(
                 run, c.behaviour.start_seconds, f"start/{c.name}", lambda: self._started(run.uid, c.name)
@@ -420,10 +420,11 @@ class Kubelets:
         return next((c for c in [*run.inits, *run.containers] if c.name == name), None)
 
     def _current_container(
-        self, uid: str, name: str, *, running: bool = False
+        self, uid: str, name: str, *, running: bool = False, reread: bool = False
     ) -> tuple[PodRun, Obj, ContainerRun] | None:
         """The pod's run, the pod and its container `name`, for a timer that fires on the container:
-        None when the pod is gone or stopping, the container unknown, or (`running`) not running."""
+        None when the pod is gone or stopping, the container unknown, or (`running`) not running.
+        With `reread`, the container's behaviour is read again first (`_reread`)."""
         got = self._current(uid)
         if got is None:
             return None
@@ -431,14 +432,20 @@ class Kubelets:
         c = self._container(run, name)
         if c is None or (running and c.state != "running"):
             return None
+        if reread:
+            self._reread(pod, c)
         return run, pod, c
 
+    def _reread(self, pod: Obj, c: ContainerRun) -> None:
+        """Give `c` its behaviour as the rules say now: a fault injected since it was last read (a
+        crash loop, a failing probe, an image that cannot be pulled) changes what happens next."""
+        c.behaviour = self._behaviour(pod, {"name": c.name, "image": c.image})
+
     def _pulled(self, uid: str, name: str) -> None:
-        got = self._current_container(uid, name)
+        got = self._current_container(uid, name, reread=True)
         if got is None:
             return
         run, pod, c = got
-        c.behaviour = self._behaviour(pod, {"name": c.name, "image": c.image})
         if c.behaviour.pull_error:
             c.state, c.reason = "waiting", "ErrImagePull"
             detail = c.behaviour.pull_error
@@ -520,11 +527,10 @@ class Kubelets:
         self._write(run)
 
     def _ready(self, uid: str, name: str) -> None:
-        got = self._current_container(uid, name, running=True)
+        got = self._current_container(uid, name, running=True, reread=True)
         if got is None:
             return
-        run, pod, c = got
-        c.behaviour = self._behaviour(pod, {"name": c.name, "image": c.image})
+        run, _, c = got
         if c.behaviour.never_ready is not None:
             self._unready(uid, name)
             return
@@ -533,11 +539,10 @@ class Kubelets:
 
     def _unready(self, uid: str, name: str, probes: int = 1) -> None:
         """The readiness probe fails (`probes` times in a row, the last now: time moved on at once)."""
-        got = self._current_container(uid, name, running=True)
+        got = self._current_container(uid, name, running=True, reread=True)
         if got is None:
             return
         run, pod, c = got
-        c.behaviour = self._behaviour(pod, {"name": c.name, "image": c.image})
         if c.behaviour.never_ready is None:
             self._ready(uid, name)
             return
@@ -557,11 +562,10 @@ class Kubelets:
         )
 
     def _crash(self, uid: str, name: str) -> None:
-        got = self._current_container(uid, name, running=True)
+        got = self._current_container(uid, name, running=True, reread=True)
         if got is None:
             return
         run, pod, c = got
-        c.behaviour = self._behaviour(pod, {"name": c.name, "image": c.image})
         if c.behaviour.crash_after is None:
             return
         now = self.engine.clock.now()
@@ -610,7 +614,7 @@ class Kubelets:
             if pod is None or pod["metadata"].get("uid") != uid or not pod_match(pod) or run.stopping:
                 continue
             for c in run.containers:
-                c.behaviour = self._behaviour(pod, {"name": c.name, "image": c.image})
+                self._reread(pod, c)
                 if c.state != "running":
                     if c.reason in ("ErrImagePull", "ImagePullBackOff") and not c.behaviour.pull_error:
                         self._after(run, 0.0, f"pull/{c.name}", functools.partial(self._pulled, uid, c.name))
