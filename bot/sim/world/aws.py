@@ -48,7 +48,7 @@ from bot.sim.apiserver.resources import minor_of
 from bot.sim.apiserver.server import Raw, SimHTTPServer
 from bot.sim.controllers.engine import Engine
 from bot.sim.world.cloud import Cloud, Operation
-from bot.sim.world.facade import ProviderWorld, answer
+from bot.sim.world.facade import FacadeError, ProviderWorld, answer
 
 Obj = dict[str, Any]
 
@@ -79,12 +79,9 @@ _KNOWN = {
 }
 
 
-class AwsError(Exception):
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
+class AwsError(FacadeError):
+    """EKS's error: its code goes in the `x-amzn-ErrorType` header (the REST API) or the XML body
+    (the query APIs), its message in the body."""
 
 
 @dataclass

@@ -36,7 +36,7 @@ from bot.sim.apiserver.resources import minor_of
 from bot.sim.apiserver.server import Raw, SimHTTPServer
 from bot.sim.controllers.engine import Engine
 from bot.sim.world.cloud import Cloud, Operation
-from bot.sim.world.facade import ProviderWorld, answer
+from bot.sim.world.facade import FacadeError, ProviderWorld, answer
 
 Obj = dict[str, Any]
 
@@ -57,12 +57,11 @@ _KNOWN = {
 _STATUS = {"InProgress": "InProgress", "Successful": "Succeeded", "Failed": "Failed"}
 
 
-class ArmError(Exception):
+class ArmError(FacadeError):
+    """ARM's JSON error, with the `subcode` some of AKS's carry."""
+
     def __init__(self, status: int, code: str, message: str, subcode: str = "") -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
+        super().__init__(status, code, message)
         self.subcode = subcode
 
 

@@ -1,6 +1,6 @@
 """What the sim's cloud facades (`aws.py`, `gke.py`, `azure.py`) share: the base of each provider's
-world (its scenario section checked, the cloud it acts on, its calls counted) and the test hooks
-every facade's wire answers (`sim/hold`, `sim/release`, `sim/calls`)."""
+world (its scenario section checked, the cloud it acts on, its calls counted), the base of their
+errors, and the test hooks every facade's wire answers (`sim/hold`, `sim/release`, `sim/calls`)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,17 @@ Obj = dict[str, Any]
 
 #: The longest a held answer (`POST …/sim/hold`) waits for its release, in real seconds.
 HOLD_LIMIT = 120.0
+
+
+class FacadeError(Exception):
+    """A cloud API's refusal: the HTTP status, the cloud's code for it and the message. Each facade
+    raises its own subclass and writes it in its cloud's wire shape."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
 
 
 class ProviderWorld:

@@ -39,7 +39,7 @@ from bot.sim.apiserver.resources import minor_of
 from bot.sim.apiserver.server import Raw, SimHTTPServer
 from bot.sim.controllers.engine import Engine
 from bot.sim.world.cloud import NODES, Cloud, Operation
-from bot.sim.world.facade import ProviderWorld, answer
+from bot.sim.world.facade import FacadeError, ProviderWorld, answer
 
 Obj = dict[str, Any]
 
@@ -60,14 +60,8 @@ STRATEGIES = {"BLUE_GREEN": 2, "SURGE": 3}
 POLL = 5.0
 
 
-class GkeError(Exception):
-    """Google's JSON error: HTTP status, status name, message."""
-
-    def __init__(self, status: int, name: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.name = name
-        self.message = message
+class GkeError(FacadeError):
+    """Google's JSON error: its code is the status name (`NOT_FOUND`, `FAILED_PRECONDITION`)."""
 
 
 @dataclass
@@ -465,7 +459,7 @@ def _answer(world: GkeWorld, method: str, rest: str, body: bytes) -> tuple[int, 
     try:
         return _json(200, _rest(world, method, rest, json.loads(body) if body else {}))
     except GkeError as exc:
-        return _json(exc.status, {"error": {"code": exc.status, "message": exc.message, "status": exc.name}})
+        return _json(exc.status, {"error": {"code": exc.status, "message": exc.message, "status": exc.code}})
 
 
 def _json(status: int, obj: Obj) -> tuple[int, Any]:
