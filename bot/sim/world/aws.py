@@ -789,13 +789,9 @@ class AwsWorld(ProviderWorld):
             token,
         )
         if "cluster" in self.fail_updates:
-            op = self.cloud._op("ControlPlaneUpgrade", "control-plane", patch, "updating")
-            self.engine.after(
-                self.cloud.control_plane_seconds / 2,
-                lambda: self.cloud._finish(op, "the control plane update failed (planted by the scenario)"),
-                key=("aws-update", update.id),
+            update.op = self.cloud.fail_control_plane_upgrade(
+                patch, "the control plane update failed (planted by the scenario)", "aws-update", update.id
             )
-            update.op = op
         else:
             update.op = self.cloud.upgrade_control_plane(patch)
         return update

@@ -331,13 +331,10 @@ class AzureWorld(ProviderWorld):
                 "UpgradeBlockedOnDeprecatedAPIUsage",
             )
         if "cluster" in self.fail_updates:
-            op = self.cloud._op("ControlPlaneUpgrade", "control-plane", target, "updating")
-            self.engine.after(
-                self.cloud.control_plane_seconds / 2,
-                lambda: self.cloud._finish(
-                    op, "UpgradeFailed: the control plane upgrade failed (planted by the scenario)"
-                ),
-                key=("azure-op", op.id),
+            op = self.cloud.fail_control_plane_upgrade(
+                target,
+                "UpgradeFailed: the control plane upgrade failed (planted by the scenario)",
+                "azure-op",
             )
         else:
             op = self.cloud.upgrade_control_plane(target)

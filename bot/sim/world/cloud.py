@@ -454,6 +454,17 @@ class Cloud:
         )
         return op
 
+    def fail_control_plane_upgrade(
+        self, version: str, error: str, timer: str, timer_id: str = ""
+    ) -> Operation:
+        """A control plane upgrade the scenario planted to fail: it ends Failed with `error` halfway
+        through. Its timer is keyed (`timer`, `timer_id` or the operation's id)."""
+        op = self._op("ControlPlaneUpgrade", "control-plane", version, UPDATING)
+        self.engine.after(
+            self.control_plane_seconds / 2, lambda: self._finish(op, error), key=(timer, timer_id or op.id)
+        )
+        return op
+
     def fail_node_group_update(
         self, name: str, version: str, error: str, timer: str, timer_id: str = ""
     ) -> Operation:

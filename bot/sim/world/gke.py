@@ -295,11 +295,8 @@ class GkeWorld(ProviderWorld):
             )
         self._busy()
         if "cluster" in self.fail_updates:
-            op = self.cloud._op("ControlPlaneUpgrade", "control-plane", version, "updating")
-            self.engine.after(
-                self.cloud.control_plane_seconds / 2,
-                lambda: self.cloud._finish(op, "the master upgrade failed (planted by the scenario)"),
-                key=("gke-op", op.id),
+            op = self.cloud.fail_control_plane_upgrade(
+                version, "the master upgrade failed (planted by the scenario)", "gke-op"
             )
         else:
             op = self.cloud.upgrade_control_plane(version)
