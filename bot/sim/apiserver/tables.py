@@ -9,22 +9,31 @@ unless `-o wide`. AGE and similar cells are computed on the simulated clock.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from bot.sim.apiserver.clock import human_duration, parse_time
 from bot.sim.apiserver.objects import condition, controller_ref
 from bot.sim.apiserver.selectors import selector_to_string
 
 Obj = dict[str, Any]
-Column = tuple[str, str, str, int, str]  # name, type, format, priority, description
 
-_NAME: Column = ("Name", "string", "name", 0, "Name must be unique within a namespace.")
-_AGE: Column = (
-    "Age",
-    "string",
-    "",
-    0,
-    "CreationTimestamp is a timestamp representing the server time when this object was created.",
+
+class Column(NamedTuple):
+    """One of a table's columnDefinitions (a TableColumnDefinition)."""
+
+    name: str
+    description: str
+    priority: int = 0
+    type: str = "string"
+    format: str = ""
+
+
+#: A kind's columns and the function that makes an object's cells (on the simulated clock's now).
+Table = tuple[list[Column], Callable[[Obj, float], list[Any]]]
+
+_NAME = Column("Name", "Name must be unique within a namespace.", format="name")
+_AGE = Column(
+    "Age", "CreationTimestamp is a timestamp representing the server time when this object was created."
 )
 
 
@@ -143,31 +152,24 @@ def _pod_row(pod: Obj, now: float) -> list[Any]:
 
 POD_COLUMNS: list[Column] = [
     _NAME,
-    ("Ready", "string", "", 0, "The aggregate readiness state of this pod for accepting traffic."),
-    ("Status", "string", "", 0, "The aggregate status of the containers in this pod."),
-    (
+    Column("Ready", "The aggregate readiness state of this pod for accepting traffic."),
+    Column("Status", "The aggregate status of the containers in this pod."),
+    Column(
         "Restarts",
-        "string",
-        "",
-        0,
         "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted.",
     ),
     _AGE,
-    ("IP", "string", "", 1, "IP address allocated to the pod. Routable at least within the cluster."),
-    ("Node", "string", "", 1, "NodeName is a request to schedule this pod onto a specific node."),
-    (
+    Column("IP", "IP address allocated to the pod. Routable at least within the cluster.", priority=1),
+    Column("Node", "NodeName is a request to schedule this pod onto a specific node.", priority=1),
+    Column(
         "Nominated Node",
-        "string",
-        "",
-        1,
         "nominatedNodeName is set when this pod preempts other pods on the node.",
+        priority=1,
     ),
-    (
+    Column(
         "Readiness Gates",
-        "string",
-        "",
-        1,
         "If specified, all readiness gates will be evaluated for pod readiness.",
+        priority=1,
     ),
 ]
 
@@ -213,20 +215,18 @@ def _node_row(node: Obj, now: float) -> list[Any]:
 
 NODE_COLUMNS: list[Column] = [
     _NAME,
-    ("Status", "string", "", 0, "The status of the node"),
-    ("Roles", "string", "", 0, "The roles of the node"),
+    Column("Status", "The status of the node"),
+    Column("Roles", "The roles of the node"),
     _AGE,
-    ("Version", "string", "", 0, "Kubelet Version reported by the node."),
-    ("Internal-IP", "string", "", 1, "List of addresses reachable to the node."),
-    ("External-IP", "string", "", 1, "List of addresses reachable to the node."),
-    ("OS-Image", "string", "", 1, "OS Image reported by the node from /etc/os-release."),
-    ("Kernel-Version", "string", "", 1, "Kernel Version reported by the node from 'uname -r'."),
-    (
+    Column("Version", "Kubelet Version reported by the node."),
+    Column("Internal-IP", "List of addresses reachable to the node.", priority=1),
+    Column("External-IP", "List of addresses reachable to the node.", priority=1),
+    Column("OS-Image", "OS Image reported by the node from /etc/os-release.", priority=1),
+    Column("Kernel-Version", "Kernel Version reported by the node from 'uname -r'.", priority=1),
+    Column(
         "Container-Runtime",
-        "string",
-        "",
-        1,
         "ContainerRuntime Version reported by the node through runtime remote API.",
+        priority=1,
     ),
 ]
 
@@ -295,9 +295,9 @@ def _sts_row(s: Obj, now: float) -> list[Any]:
     ]
 
 
-_CONTAINERS: Column = ("Containers", "string", "", 1, "Names of each container in the template.")
-_IMAGES: Column = ("Images", "string", "", 1, "Images referenced by each container in the template.")
-_SELECTOR: Column = ("Selector", "string", "", 1, "The label selector of the workload.")
+_CONTAINERS = Column("Containers", "Names of each container in the template.", priority=1)
+_IMAGES = Column("Images", "Images referenced by each container in the template.", priority=1)
+_SELECTOR = Column("Selector", "The label selector of the workload.", priority=1)
 
 # ---- the rest ---------------------------------------------------------------------------------
 
@@ -393,21 +393,27 @@ def _hpa_row(h: Obj, now: float) -> list[Any]:
     ]
 
 
-ROWS: dict[str, tuple[list[Column], Callable[[Obj, float], list[Any]]]] = {
+#: An admission webhook configuration's table, validating and mutating alike.
+_WEBHOOKS: Table = (
+    [_NAME, Column("Webhooks", "Webhooks is a list of webhooks.", type="integer"), _AGE],
+    lambda o, now: [o["metadata"]["name"], len(o.get("webhooks") or []), _age(o, now)],
+)
+
+ROWS: dict[str, Table] = {
     "Pod": (POD_COLUMNS, _pod_row),
     "Node": (NODE_COLUMNS, _node_row),
     "Deployment": (
         [
             _NAME,
-            ("Ready", "string", "", 0, "Number of the pod with ready state"),
-            (
+            Column("Ready", "Number of the pod with ready state"),
+            Column(
                 "Up-to-date",
-                "integer",
-                "",
-                0,
                 "Total number of non-terminated pods targeted by this deployment that have the desired template spec.",
+                type="integer",
             ),
-            ("Available", "integer", "", 0, "Total number of available pods targeted by this deployment."),
+            Column(
+                "Available", "Total number of available pods targeted by this deployment.", type="integer"
+            ),
             _AGE,
             _CONTAINERS,
             _IMAGES,
@@ -418,9 +424,9 @@ ROWS: dict[str, tuple[list[Column], Callable[[Obj, float], list[Any]]]] = {
     "ReplicaSet": (
         [
             _NAME,
-            ("Desired", "integer", "", 0, "Replicas is the number of desired replicas."),
-            ("Current", "integer", "", 0, "Replicas is the most recently observed number of replicas."),
-            ("Ready", "integer", "", 0, "The number of ready replicas for this replica set."),
+            Column("Desired", "Replicas is the number of desired replicas.", type="integer"),
+            Column("Current", "Replicas is the most recently observed number of replicas.", type="integer"),
+            Column("Ready", "The number of ready replicas for this replica set.", type="integer"),
             _AGE,
             _CONTAINERS,
             _IMAGES,
@@ -431,29 +437,25 @@ ROWS: dict[str, tuple[list[Column], Callable[[Obj, float], list[Any]]]] = {
     "DaemonSet": (
         [
             _NAME,
-            ("Desired", "integer", "", 0, "The total number of nodes that should be running the daemon pod."),
-            ("Current", "integer", "", 0, "The number of nodes that are running at least 1 daemon pod."),
-            (
+            Column(
+                "Desired", "The total number of nodes that should be running the daemon pod.", type="integer"
+            ),
+            Column("Current", "The number of nodes that are running at least 1 daemon pod.", type="integer"),
+            Column(
                 "Ready",
-                "integer",
-                "",
-                0,
                 "The number of nodes that should be running the daemon pod and have one or more of the daemon pod running and ready.",
+                type="integer",
             ),
-            ("Up-to-date", "integer", "", 0, "The total number of nodes that are running updated daemon pod"),
-            (
+            Column(
+                "Up-to-date", "The total number of nodes that are running updated daemon pod", type="integer"
+            ),
+            Column(
                 "Available",
-                "integer",
-                "",
-                0,
                 "The number of nodes that should be running the daemon pod and have one or more of the daemon pod running and available.",
+                type="integer",
             ),
-            (
-                "Node Selector",
-                "string",
-                "",
-                0,
-                "NodeSelector is a selector which must be true for the pod to fit on a node.",
+            Column(
+                "Node Selector", "NodeSelector is a selector which must be true for the pod to fit on a node."
             ),
             _AGE,
             _CONTAINERS,
@@ -463,20 +465,18 @@ ROWS: dict[str, tuple[list[Column], Callable[[Obj, float], list[Any]]]] = {
         _ds_row,
     ),
     "StatefulSet": (
-        [_NAME, ("Ready", "string", "", 0, "Number of the pod with ready state"), _AGE, _CONTAINERS, _IMAGES],
+        [_NAME, Column("Ready", "Number of the pod with ready state"), _AGE, _CONTAINERS, _IMAGES],
         _sts_row,
     ),
     "PodDisruptionBudget": (
         [
             _NAME,
-            ("Min Available", "string", "", 0, "The minimum number of pods that must be available."),
-            ("Max Unavailable", "string", "", 0, "The maximum number of pods that may be unavailable."),
-            (
+            Column("Min Available", "The minimum number of pods that must be available."),
+            Column("Max Unavailable", "The maximum number of pods that may be unavailable."),
+            Column(
                 "Allowed Disruptions",
-                "integer",
-                "",
-                0,
                 "Calculated number of pods that may be disrupted at this time.",
+                type="integer",
             ),
             _AGE,
         ],
@@ -484,59 +484,48 @@ ROWS: dict[str, tuple[list[Column], Callable[[Obj, float], list[Any]]]] = {
     ),
     "Event": (
         [
-            (
-                "Last Seen",
-                "string",
-                "",
-                0,
-                "The time at which the most recent occurrence of this event was recorded.",
-            ),
-            ("Type", "string", "", 0, "Type of this event (Normal, Warning)."),
-            ("Reason", "string", "", 0, "This should be a short, machine understandable string."),
-            ("Object", "string", "", 0, "The object that this event is about."),
-            ("Subobject", "string", "", 1, "The field of the object the event is about."),
-            ("Source", "string", "", 1, "The component reporting this event."),
-            ("Message", "string", "", 0, "A human-readable description of the status of this operation."),
-            ("First Seen", "string", "", 1, "The time at which the event was first recorded."),
-            ("Count", "string", "", 1, "The number of times this event has occurred."),
-            ("Name", "string", "name", 1, "Name must be unique within a namespace."),
+            Column("Last Seen", "The time at which the most recent occurrence of this event was recorded."),
+            Column("Type", "Type of this event (Normal, Warning)."),
+            Column("Reason", "This should be a short, machine understandable string."),
+            Column("Object", "The object that this event is about."),
+            Column("Subobject", "The field of the object the event is about.", priority=1),
+            Column("Source", "The component reporting this event.", priority=1),
+            Column("Message", "A human-readable description of the status of this operation."),
+            Column("First Seen", "The time at which the event was first recorded.", priority=1),
+            Column("Count", "The number of times this event has occurred.", priority=1),
+            _NAME._replace(priority=1),
         ],
         _event_row,
     ),
     "Service": (
         [
             _NAME,
-            ("Type", "string", "", 0, "type determines how the Service is exposed."),
-            ("Cluster-IP", "string", "", 0, "clusterIP is the IP address of the service."),
-            (
+            Column("Type", "type determines how the Service is exposed."),
+            Column("Cluster-IP", "clusterIP is the IP address of the service."),
+            Column(
                 "External-IP",
-                "string",
-                "",
-                0,
                 "externalIPs is a list of IP addresses for which nodes in the cluster will also accept traffic for this service.",
             ),
-            ("Port(s)", "string", "", 0, "The list of ports that are exposed by this service."),
+            Column("Port(s)", "The list of ports that are exposed by this service."),
             _AGE,
-            (
+            Column(
                 "Selector",
-                "string",
-                "",
-                1,
                 "Route service traffic to pods with label keys and values matching this selector.",
+                priority=1,
             ),
         ],
         _service_row,
     ),
     "Endpoints": (
-        [_NAME, ("Endpoints", "string", "", 0, "Endpoints is the list of endpoints."), _AGE],
+        [_NAME, Column("Endpoints", "Endpoints is the list of endpoints."), _AGE],
         _endpoints_row,
     ),
     "Namespace": (
-        [_NAME, ("Status", "string", "", 0, "The status of the namespace"), _AGE],
+        [_NAME, Column("Status", "The status of the namespace"), _AGE],
         lambda o, now: [o["metadata"]["name"], (o.get("status") or {}).get("phase", "Active"), _age(o, now)],
     ),
     "ConfigMap": (
-        [_NAME, ("Data", "string", "", 0, "Data contains the configuration data."), _AGE],
+        [_NAME, Column("Data", "Data contains the configuration data."), _AGE],
         lambda o, now: [
             o["metadata"]["name"],
             len(o.get("data") or {}) + len(o.get("binaryData") or {}),
@@ -546,8 +535,8 @@ ROWS: dict[str, tuple[list[Column], Callable[[Obj, float], list[Any]]]] = {
     "Secret": (
         [
             _NAME,
-            ("Type", "string", "", 0, "Used to facilitate programmatic handling of secret data."),
-            ("Data", "string", "", 0, "Data contains the secret data."),
+            Column("Type", "Used to facilitate programmatic handling of secret data."),
+            Column("Data", "Data contains the secret data."),
             _AGE,
         ],
         lambda o, now: [
@@ -560,13 +549,7 @@ ROWS: dict[str, tuple[list[Column], Callable[[Obj, float], list[Any]]]] = {
     "Lease": (
         [
             _NAME,
-            (
-                "Holder",
-                "string",
-                "",
-                0,
-                "holderIdentity contains the identity of the holder of a current lease.",
-            ),
+            Column("Holder", "holderIdentity contains the identity of the holder of a current lease."),
             _AGE,
         ],
         lambda o, now: [o["metadata"]["name"], (o.get("spec") or {}).get("holderIdentity", ""), _age(o, now)],
@@ -574,28 +557,22 @@ ROWS: dict[str, tuple[list[Column], Callable[[Obj, float], list[Any]]]] = {
     "HorizontalPodAutoscaler": (
         [
             _NAME,
-            ("Reference", "string", "", 0, "The scale target."),
-            ("Targets", "string", "", 0, "The metrics and targets."),
-            ("MinPods", "string", "", 0, "The lower limit of replicas."),
-            ("MaxPods", "string", "", 0, "The upper limit of replicas."),
-            ("Replicas", "string", "", 0, "The current number of replicas."),
+            Column("Reference", "The scale target."),
+            Column("Targets", "The metrics and targets."),
+            Column("MinPods", "The lower limit of replicas."),
+            Column("MaxPods", "The upper limit of replicas."),
+            Column("Replicas", "The current number of replicas."),
             _AGE,
         ],
         _hpa_row,
     ),
-    "ValidatingWebhookConfiguration": (
-        [_NAME, ("Webhooks", "integer", "", 0, "Webhooks is a list of webhooks."), _AGE],
-        lambda o, now: [o["metadata"]["name"], len(o.get("webhooks") or []), _age(o, now)],
-    ),
-    "MutatingWebhookConfiguration": (
-        [_NAME, ("Webhooks", "integer", "", 0, "Webhooks is a list of webhooks."), _AGE],
-        lambda o, now: [o["metadata"]["name"], len(o.get("webhooks") or []), _age(o, now)],
-    ),
+    "ValidatingWebhookConfiguration": _WEBHOOKS,
+    "MutatingWebhookConfiguration": _WEBHOOKS,
     "ControllerRevision": (
         [
             _NAME,
-            ("Controller", "string", "", 0, "Controller of the object."),
-            ("Revision", "integer", "", 0, "Revision indicates the revision of the state."),
+            Column("Controller", "Controller of the object."),
+            Column("Revision", "Revision indicates the revision of the state.", type="integer"),
             _AGE,
         ],
         lambda o, now: [
@@ -610,11 +587,11 @@ ROWS: dict[str, tuple[list[Column], Callable[[Obj, float], list[Any]]]] = {
     "PersistentVolumeClaim": (
         [
             _NAME,
-            ("Status", "string", "", 0, "The phase of the claim."),
-            ("Volume", "string", "", 0, "The bound volume."),
-            ("Capacity", "string", "", 0, "The capacity."),
-            ("Access Modes", "string", "", 0, "The access modes."),
-            ("StorageClass", "string", "", 0, "The storage class."),
+            Column("Status", "The phase of the claim."),
+            Column("Volume", "The bound volume."),
+            Column("Capacity", "The capacity."),
+            Column("Access Modes", "The access modes."),
+            Column("StorageClass", "The storage class."),
             _AGE,
         ],
         lambda o, now: [
@@ -637,24 +614,21 @@ ROWS: dict[str, tuple[list[Column], Callable[[Obj, float], list[Any]]]] = {
     ),
 }
 
-GENERIC: tuple[list[Column], Callable[[Obj, float], list[Any]]] = (
-    [
-        _NAME,
-        (
-            "Created At",
-            "date",
-            "",
-            0,
-            "CreationTimestamp is a timestamp representing the server time when this object was created.",
-        ),
-    ],
-    _generic_row,
-)
+GENERIC: Table = ([_NAME, _AGE._replace(name="Created At", type="date")], _generic_row)
 
 
 def column_definitions(kind: str) -> list[Obj]:
     columns, _ = ROWS.get(kind, GENERIC)
-    return [{"name": n, "type": t, "format": f, "description": d, "priority": p} for n, t, f, p, d in columns]
+    return [
+        {
+            "name": c.name,
+            "type": c.type,
+            "format": c.format,
+            "description": c.description,
+            "priority": c.priority,
+        }
+        for c in columns
+    ]
 
 
 def partial_metadata(obj: Obj) -> Obj:
