@@ -47,11 +47,6 @@ def _none(value: Any) -> str:
     return str(value) if value not in (None, "", []) else "<none>"
 
 
-def _containers(template_spec: Obj) -> tuple[str, str]:
-    cs = template_spec.get("containers") or []
-    return ",".join(c.get("name", "") for c in cs), ",".join(c.get("image", "") for c in cs)
-
-
 # ---- pods ---------------------------------------------------------------------------------------
 
 
@@ -233,40 +228,51 @@ NODE_COLUMNS: list[Column] = [
 # ---- workloads --------------------------------------------------------------------------------
 
 
+_CONTAINERS = Column("Containers", "Names of each container in the template.", priority=1)
+_IMAGES = Column("Images", "Images referenced by each container in the template.", priority=1)
+_SELECTOR = Column("Selector", "The label selector of the workload.", priority=1)
+#: What each workload's table ends with (kubectl's printers): its age and, wide, its template's
+#: containers and images and its selector. A StatefulSet's has no selector.
+_WORKLOAD_COLUMNS = [_AGE, _CONTAINERS, _IMAGES, _SELECTOR]
+
+
+def _workload_cells(w: Obj, now: float) -> list[Any]:
+    """The cells under _WORKLOAD_COLUMNS."""
+    spec = w.get("spec") or {}
+    cs = ((spec.get("template") or {}).get("spec") or {}).get("containers") or []
+    return [
+        _age(w, now),
+        ",".join(c.get("name", "") for c in cs),
+        ",".join(c.get("image", "") for c in cs),
+        selector_to_string(spec.get("selector")),
+    ]
+
+
 def _deploy_row(d: Obj, now: float) -> list[Any]:
     spec, st = d.get("spec") or {}, d.get("status") or {}
-    names, images = _containers((spec.get("template") or {}).get("spec") or {})
     return [
         d["metadata"]["name"],
         f"{st.get('readyReplicas', 0)}/{spec.get('replicas', 1)}",
         st.get("updatedReplicas", 0),
         st.get("availableReplicas", 0),
-        _age(d, now),
-        names,
-        images,
-        selector_to_string(spec.get("selector")),
+        *_workload_cells(d, now),
     ]
 
 
 def _rs_row(r: Obj, now: float) -> list[Any]:
     spec, st = r.get("spec") or {}, r.get("status") or {}
-    names, images = _containers((spec.get("template") or {}).get("spec") or {})
     return [
         r["metadata"]["name"],
         spec.get("replicas", 1),
         st.get("replicas", 0),
         st.get("readyReplicas", 0),
-        _age(r, now),
-        names,
-        images,
-        selector_to_string(spec.get("selector")),
+        *_workload_cells(r, now),
     ]
 
 
 def _ds_row(d: Obj, now: float) -> list[Any]:
-    spec, st = d.get("spec") or {}, d.get("status") or {}
-    tspec = (spec.get("template") or {}).get("spec") or {}
-    names, images = _containers(tspec)
+    st = d.get("status") or {}
+    tspec = ((d.get("spec") or {}).get("template") or {}).get("spec") or {}
     selector = ",".join(f"{k}={v}" for k, v in sorted((tspec.get("nodeSelector") or {}).items())) or "<none>"
     return [
         d["metadata"]["name"],
@@ -276,28 +282,18 @@ def _ds_row(d: Obj, now: float) -> list[Any]:
         st.get("updatedNumberScheduled", 0),
         st.get("numberAvailable", 0),
         selector,
-        _age(d, now),
-        names,
-        images,
-        selector_to_string(spec.get("selector")),
+        *_workload_cells(d, now),
     ]
 
 
 def _sts_row(s: Obj, now: float) -> list[Any]:
     spec, st = s.get("spec") or {}, s.get("status") or {}
-    names, images = _containers((spec.get("template") or {}).get("spec") or {})
     return [
         s["metadata"]["name"],
         f"{st.get('readyReplicas', 0)}/{spec.get('replicas', 1)}",
-        _age(s, now),
-        names,
-        images,
+        *_workload_cells(s, now)[:-1],
     ]
 
-
-_CONTAINERS = Column("Containers", "Names of each container in the template.", priority=1)
-_IMAGES = Column("Images", "Images referenced by each container in the template.", priority=1)
-_SELECTOR = Column("Selector", "The label selector of the workload.", priority=1)
 
 # ---- the rest ---------------------------------------------------------------------------------
 
@@ -414,10 +410,7 @@ ROWS: dict[str, Table] = {
             Column(
                 "Available", "Total number of available pods targeted by this deployment.", type="integer"
             ),
-            _AGE,
-            _CONTAINERS,
-            _IMAGES,
-            _SELECTOR,
+            *_WORKLOAD_COLUMNS,
         ],
         _deploy_row,
     ),
@@ -427,10 +420,7 @@ ROWS: dict[str, Table] = {
             Column("Desired", "Replicas is the number of desired replicas.", type="integer"),
             Column("Current", "Replicas is the most recently observed number of replicas.", type="integer"),
             Column("Ready", "The number of ready replicas for this replica set.", type="integer"),
-            _AGE,
-            _CONTAINERS,
-            _IMAGES,
-            _SELECTOR,
+            *_WORKLOAD_COLUMNS,
         ],
         _rs_row,
     ),
@@ -457,15 +447,12 @@ ROWS: dict[str, Table] = {
             Column(
                 "Node Selector", "NodeSelector is a selector which must be true for the pod to fit on a node."
             ),
-            _AGE,
-            _CONTAINERS,
-            _IMAGES,
-            _SELECTOR,
+            *_WORKLOAD_COLUMNS,
         ],
         _ds_row,
     ),
     "StatefulSet": (
-        [_NAME, Column("Ready", "Number of the pod with ready state"), _AGE, _CONTAINERS, _IMAGES],
+        [_NAME, Column("Ready", "Number of the pod with ready state"), *_WORKLOAD_COLUMNS[:-1]],
         _sts_row,
     ),
     "PodDisruptionBudget": (
