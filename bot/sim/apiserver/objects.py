@@ -318,18 +318,18 @@ class PodView:
         return self.ready_since is not None and self.ready_since + min_ready_seconds <= now
 
 
+def required_node_terms(affinity: Obj) -> list[Obj]:
+    """The nodeSelectorTerms of an affinity's required node affinity (a node must match one)."""
+    required = (affinity.get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+    return list((required or {}).get("nodeSelectorTerms") or [])
+
+
 def daemon_node(pod: Obj) -> str:
     """The node a DaemonSet pod is for: its nodeName, else the `metadata.name` node affinity."""
     spec = pod.get("spec") or {}
     if spec.get("nodeName"):
         return str(spec["nodeName"])
-    terms = (
-        ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-            "requiredDuringSchedulingIgnoredDuringExecution"
-        )
-        or {}
-    ).get("nodeSelectorTerms") or []
-    for term in terms:
+    for term in required_node_terms(spec.get("affinity") or {}):
         for f in term.get("matchFields") or []:
             if f.get("key") == "metadata.name" and f.get("values"):
                 return str(f["values"][0])

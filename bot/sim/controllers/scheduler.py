@@ -17,7 +17,13 @@ from collections.abc import Callable
 from typing import Any
 
 from bot.sim.apiserver.errors import ApiError
-from bot.sim.apiserver.objects import node_ready, parse_quantity, set_condition, tolerates
+from bot.sim.apiserver.objects import (
+    node_ready,
+    parse_quantity,
+    required_node_terms,
+    set_condition,
+    tolerates,
+)
 from bot.sim.apiserver.store import DELETED, Record
 from bot.sim.controllers.engine import Engine
 from bot.sim.controllers.events import Recorder
@@ -28,10 +34,7 @@ ZONE_LABEL = "topology.kubernetes.io/zone"
 
 
 def _node_selector_terms_match(affinity: Obj, node: Obj) -> bool:
-    required = (
-        (affinity.get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
-    ) or {}
-    terms = required.get("nodeSelectorTerms") or []
+    terms = required_node_terms(affinity)
     if not terms:
         return True
     labels = node["metadata"].get("labels") or {}
@@ -51,10 +54,7 @@ def _node_selector_terms_match(affinity: Obj, node: Obj) -> bool:
 def _pinned_nodes(affinity: Obj) -> set[str] | None:
     """The node names a required node affinity allows, when every term pins `metadata.name` In a
     list (as DaemonSet pods are pinned); None when the affinity does not pin names."""
-    required = (
-        (affinity.get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
-    ) or {}
-    terms = required.get("nodeSelectorTerms") or []
+    terms = required_node_terms(affinity)
     if not terms:
         return None
     names: set[str] = set()
