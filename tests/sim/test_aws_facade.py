@@ -51,6 +51,21 @@ def test_list_clusters_names_the_scenario_s_cluster_as_aws_eks_list_clusters_ask
     assert calls(sim_eks)["ListClusters"] == 2
 
 
+def test_node_groups_and_add_ons_come_a_page_at_a_time_as_eks_pages_them(sim_eks: SimCluster) -> None:
+    eks, _, _ = clients(sim_eks)
+    for operation, key in (("list_nodegroups", "nodegroups"), ("list_addons", "addons")):
+        whole = getattr(eks, operation)(clusterName=CLUSTER)[key]
+        assert len(whole) > 2, whole
+        first = getattr(eks, operation)(clusterName=CLUSTER, maxResults=2)
+        assert (first[key], first["nextToken"]) == (whole[:2], "2")
+        pages = list(
+            eks.get_paginator(operation).paginate(clusterName=CLUSTER, PaginationConfig={"PageSize": 2})
+        )
+        assert [page[key] for page in pages] == [whole[i : i + 2] for i in range(0, len(whole), 2)]
+        # The last page says there is no next one.
+        assert "nextToken" not in pages[-1]
+
+
 def test_the_cluster_node_groups_and_add_ons_read_through_the_eks_client(sim_eks: SimCluster) -> None:
     eks, _, _ = clients(sim_eks)
     cluster = eks.describe_cluster(name=CLUSTER)["cluster"]

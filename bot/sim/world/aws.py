@@ -965,11 +965,13 @@ def _json(status: int, obj: Obj) -> tuple[int, Any]:
     return status, Raw(json.dumps(obj).encode(), "application/json", {"x-amzn-RequestId": str(uuid.uuid4())})
 
 
-def _page(items: list[Any], query: dict[str, str]) -> tuple[list[Any], str | None]:
+def _listed(key: str, items: list[Any], query: dict[str, str]) -> tuple[int, Any]:
+    """A List call's answer: the page of `items` under `key` that `maxResults` and `nextToken` ask
+    for, and the `nextToken` of the next page while there is one."""
     size = int(query.get("maxResults") or 100)
     start = int(query.get("nextToken") or 0)
     nxt = start + size
-    return items[start:nxt], (str(nxt) if nxt < len(items) else None)
+    return _json(200, {key: items[start:nxt], **({"nextToken": str(nxt)} if nxt < len(items) else {})})
 
 
 def _rest(
@@ -979,13 +981,11 @@ def _rest(
     if parts == ["addons", "supported-versions"] and method == "GET":
         world.calls["DescribeAddonVersions"] += 1
         infos = world.addon_infos(query.get("addonName", ""), query.get("kubernetesVersion", ""))
-        page, nxt = _page(infos, query)
-        return _json(200, {"addons": page, **({"nextToken": nxt} if nxt else {})})
+        return _listed("addons", infos, query)
     if parts == ["clusters"] and method == "GET":
         # `aws eks list-clusters`, the first call anyone makes: the one cluster of the scenario.
         world.calls["ListClusters"] += 1
-        page, nxt = _page([world.name], query)
-        return _json(200, {"clusters": page, **({"nextToken": nxt} if nxt else {})})
+        return _listed("clusters", [world.name], query)
     if len(parts) < 2 or parts[0] != "clusters":
         raise AwsError(404, "UnknownOperationException", f"no operation for {method} /{'/'.join(parts)}")
     if parts[1] != world.name:
@@ -996,8 +996,7 @@ def _rest(
             return _json(200, {"cluster": world.cluster()})
         case ("GET", "node-groups"):
             world.calls["ListNodegroups"] += 1
-            page, nxt = _page(sorted(world.cloud.groups), query)
-            return _json(200, {"nodegroups": page, **({"nextToken": nxt} if nxt else {})})
+            return _listed("nodegroups", sorted(world.cloud.groups), query)
         case ("GET", "node-groups", name):
             world.calls["DescribeNodegroup"] += 1
             return _json(200, {"nodegroup": world.nodegroup(name)})
@@ -1016,8 +1015,7 @@ def _rest(
             return _json(200, {"update": world.update(update.id, name, "")})
         case ("GET", "addons"):
             world.calls["ListAddons"] += 1
-            page, nxt = _page(sorted(world.addons), query)
-            return _json(200, {"addons": page, **({"nextToken": nxt} if nxt else {})})
+            return _listed("addons", sorted(world.addons), query)
         case ("GET", "addons", name):
             world.calls["DescribeAddon"] += 1
             return _json(200, {"addon": world.addon(name)})
@@ -1043,14 +1041,14 @@ def _rest(
                 and (not flt.get("statuses") or i.get("status", "PASSING") in flt["statuses"])
                 and (not flt.get("categories") or i.get("category", "UPGRADE_READINESS") in flt["categories"])
             ]
-            page, nxt = _page(
+            return _listed(
+                "insights",
                 insights,
                 {
                     "maxResults": str(data.get("maxResults") or 100),
                     "nextToken": str(data.get("nextToken") or 0),
                 },
             )
-            return _json(200, {"insights": page, **({"nextToken": nxt} if nxt else {})})
         case ("GET", "insights", insight_id):
             world.calls["DescribeInsight"] += 1
             return _json(200, {"insight": world.insight(insight_id)})
@@ -1065,8 +1063,7 @@ def _rest(
         case ("GET", "updates"):
             world.calls["ListUpdates"] += 1
             ids = world.update_ids(query.get("nodegroupName", ""), query.get("addonName", ""))
-            page, nxt = _page(ids, query)
-            return _json(200, {"updateIds": page, **({"nextToken": nxt} if nxt else {})})
+            return _listed("updateIds", ids, query)
         case ("GET", "updates", update_id):
             world.calls["DescribeUpdate"] += 1
             return _json(
