@@ -15,11 +15,11 @@ What the port covers, and how each cloud fits it:
 | `update_control_plane`    | UpdateClusterVersion (`force`)   | update_master                     | begin_create_or_update (CP only)     |
 | `update_node_pool`        | UpdateNodegroupVersion (surge)   | update_node_pool (surge/blue-green)| agent pool upgrade (max surge)      |
 | `rollback_node_pool`      | (refused)                        | rollback_node_pool_upgrade        | (refused)                            |
-| `update_addon`            | UpdateAddon (resolveConflicts)   | (add-ons follow the master)       | extensions                           |
+| `update_addon`            | UpdateAddon (resolveConflicts)   | (add-ons follow the master)       | (add-ons follow the control plane)   |
 | `operations`/`operation`  | ListUpdates / DescribeUpdate     | list/get_operation                | the ARM async operation              |
 | `maintenance`             | none (a note)                    | windows and exclusions            | planned maintenance configurations   |
-| `upgrade_insights`        | ListInsights / DescribeInsight   | deprecation insights              | deprecated-API usage (the block)     |
-| `capacity`                | DescribeSubnets                  | the subnet's secondary ranges     | the subnet's free addresses          |
+| `upgrade_insights`        | ListInsights / DescribeInsight   | UNKNOWN (the Recommender API's)   | the override's state (the block)     |
+| `capacity`                | DescribeSubnets                  | none (not read yet)               | none (not read yet)                  |
 | `describe_for_snapshot`   | the describe calls above, + ASGs | None (not captured yet)           | None (not captured yet)              |
 
 `force` overrides the cloud's own readiness block, only when people chose it: EKS's `force`
