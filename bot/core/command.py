@@ -118,7 +118,17 @@ class CommandParser(argparse.ArgumentParser):
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
     ) -> tuple[argparse.Namespace, list[str]]:
         self._words = list(args or ())
-        return super().parse_known_args(args, namespace)
+        parsed, rest = super().parse_known_args(args, namespace)
+        # Python 3.11's argparse gives a one-word positional an empty list where `--` stands for
+        # it (`handoff shadow -- --`): the word is missing, and said so, not read as a list.
+        empty = [
+            a.dest
+            for a in self._actions
+            if not a.option_strings and a.nargs in (None, "?") and getattr(parsed, a.dest, None) == []
+        ]
+        if empty:
+            self.error(f"the following arguments are required: {', '.join(empty)}")
+        return parsed, rest
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(message + self._dash_value(message), usage=self.format_usage().strip())

@@ -76,3 +76,17 @@ def test_a_positional_of_any_number_of_words_is_not_named_as_required() -> None:
         parser.parse_args([])
     assert err.value.user_message == "the following arguments are required: finding"
     assert parser.parse_args(["KI004"]).objects == []
+
+
+@pytest.mark.parametrize("words", [["shadow", "--", "--"], ["--", "shadow", "--"]])
+def test_a_double_dash_where_a_word_should_stand_is_a_missing_word(words: list[str]) -> None:
+    """`/upgrade handoff shadow -- --` (found by the command fuzz test): argparse read the user as
+    an empty list, and the command failed on it with an internal error."""
+    parser = CommandParser("handoff")
+    parser.add_argument("role")
+    parser.add_argument("user")
+    with pytest.raises(UsageError) as err:
+        parser.parse_args(words)
+    assert err.value.user_message == "the following arguments are required: user"
+    # `--` before a word still ends the options.
+    assert parser.parse_args(["shadow", "--", "@dana"]).user == "@dana"
