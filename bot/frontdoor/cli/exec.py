@@ -17,7 +17,9 @@ from bot.frontdoor.cli.options import (
     EXIT_USAGE,
     Handler,
     Subparsers,
+    as_person,
     kube_flags,
+    plain_reply,
     terminal_user,
     verb_parser,
 )
@@ -45,23 +47,6 @@ def register(subparsers: Subparsers) -> Handler:
     plain_reply(ex)
     kube_flags(ex)
     return configured(_exec, read_only=lambda args: (args.text.split() or [""])[0] in READ_ONLY_EXEC)
-
-
-def as_person(parser: argparse.ArgumentParser) -> None:
-    """`--as USER_ID`: whom a verb that runs an /upgrade command acts as (the roster decides what
-    they may do); without it, the person at the terminal (`terminal_user`)."""
-    parser.add_argument(
-        "--as", dest="as_user", metavar="USER_ID", help="act as this Slack user ID (for roles)"
-    )
-
-
-def plain_reply(parser: argparse.ArgumentParser) -> None:
-    """`--plain`: the reply `answered` prints, in ASCII."""
-    parser.add_argument(
-        "--plain",
-        action="store_true",
-        help="print plain ASCII: emoji as words like [ok], no arrows or dashes (logs, CI)",
-    )
 
 
 def _exec(settings: Settings, args: argparse.Namespace) -> int:

@@ -13,12 +13,14 @@ import sys
 from bot.errors import PlanInvalid
 from bot.frontdoor.assemble import assemble
 from bot.frontdoor.cli.config import configured
-from bot.frontdoor.cli.exec import answered, as_person, exit_status, plain_reply
+from bot.frontdoor.cli.exec import answered, exit_status
 from bot.frontdoor.cli.options import (
     EXIT_OK,
     EXIT_USAGE,
     Handler,
     Subparsers,
+    as_person,
+    plain_reply,
     terminal_user,
     verb_parser,
 )

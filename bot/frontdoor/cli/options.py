@@ -131,6 +131,23 @@ def cluster_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cluster", help="a configured cluster (default: the only one)")
 
 
+def as_person(parser: argparse.ArgumentParser) -> None:
+    """`--as USER_ID`: whom a verb that runs an /upgrade command acts as (the roster decides what
+    they may do); without it, the person at the terminal (`terminal_user`)."""
+    parser.add_argument(
+        "--as", dest="as_user", metavar="USER_ID", help="act as this Slack user ID (for roles)"
+    )
+
+
+def plain_reply(parser: argparse.ArgumentParser) -> None:
+    """`--plain`: the reply `answered` prints, in ASCII."""
+    parser.add_argument(
+        "--plain",
+        action="store_true",
+        help="print plain ASCII: emoji as words like [ok], no arrows or dashes (logs, CI)",
+    )
+
+
 def kube_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--kubeconfig",
