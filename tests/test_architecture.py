@@ -13,6 +13,7 @@ import pytest
 from tests.support import sources
 
 ROOT = Path(__file__).resolve().parent.parent
+pytestmark = sources.WHOLE_TREE
 
 
 def _tree(path: Path) -> ast.Module:

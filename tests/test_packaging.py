@@ -179,6 +179,7 @@ def _top_level_imports() -> set[str]:
     return found - set(sys.stdlib_module_names) - {"bot", "commands"}
 
 
+@sources.WHOLE_TREE
 def test_every_library_the_bot_imports_is_a_declared_dependency() -> None:
     # An import that works only because another dependency happens to pull the library in breaks
     # the day that dependency stops doing so.

@@ -41,6 +41,7 @@ def test_configured_group_labels_replace_the_built_in_list() -> None:
     assert DEFAULT_NODE_GROUP_LABELS[0] == "eks.amazonaws.com/nodegroup"
 
 
+@sources.WHOLE_TREE
 def test_no_module_defines_or_defaults_the_group_labels_itself() -> None:
     """The tuple is written once, in `bot/core/clusters.py`; nobody else (bot/, commands/) falls back to it with `or`
     (a copy that drifts is how 11 call sites came to disagree)."""
