@@ -167,6 +167,10 @@ class Poster(FileUploader, Protocol):
         ...
 
 
+#: A message's body rendered when it is needed, not when it is handed over: (text, blocks).
+Body = Callable[[], tuple[str, Sequence[dict[str, Any]] | None]]
+
+
 def dedup_key(subject: str, key: str) -> str:
     return f"{subject}/{key}"
 
@@ -459,6 +463,18 @@ class Deliveries:
             if exc.code != "message_not_found":
                 raise
             self.repost_gone(channel, ts, text, blocks)
+
+    def edit_later(self, channel: str, ts: str, body: Body) -> None:
+        """Edit a posted message to `body`: rendered now and edited as `edit` does, unless the
+        poster takes edits unrendered (`update_message_later`) and renders only the ones it
+        shows — the rehearsal's text poster shows the card at the end only, so every edit
+        rendered before the last one was thrown away."""
+        later = getattr(self.poster, "update_message_later", None)
+        if callable(later):
+            later(channel, ts, body)
+            return
+        text, blocks = body()
+        self.edit(channel, ts, text, blocks=blocks)
 
     def edit_slot(self, channel: str, ts: str) -> float | None:
         """Seconds until the message's next edit may be sent (≤ 0: now), when edits are coalesced

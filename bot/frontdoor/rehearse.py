@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -43,6 +45,7 @@ import yaml
 
 from bot.adapters.store import Store
 from bot.core.checks.findings import Cover
+from bot.core.delivery import Body
 from bot.core.durations import format_duration
 from bot.core.evidence.baseline import analysis_queries
 from bot.core.jobs.base import Choice, ChoiceOption
@@ -56,12 +59,14 @@ from bot.core.runs.plans import Plan, RehearsalHook, parse_plan, read_plan_file
 from bot.core.runs.report import forced_past
 from bot.core.runs.service import Actor, RunService
 from bot.core.snapshots.projection import ClusterReader
-from bot.errors import TemporaryError, UserError, clip
+from bot.errors import BotError, TemporaryError, UserError, clip
 from bot.frontdoor.assemble import Services, assemble
 from bot.frontdoor.termtext import TerminalOut, TerminalText
 from bot.records import AksProvider, ClusterConfig, EksProvider, GkeProvider, ImageChecks
 from bot.resources import BUILTIN_PLANS
 from bot.settings import Settings, parse_settings
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -77,7 +82,33 @@ class TextPoster:
     def __init__(self, out: TextIO) -> None:
         self.out = out
         self._ts = itertools.count(1)
-        self.card = ""
+        self._card = ""
+        #: The card's last edit, not rendered yet (`update_message_later`): rendered when printed.
+        self._card_body: Body | None = None
+        # Edits come from the run's threads (a job's driver, a click) while the end reads the card.
+        self._lock = threading.Lock()
+
+    @property
+    def card(self) -> str:
+        """The card's text as its last edit made it: printed at the rehearsal's end."""
+        with self._lock:
+            body, text = self._card_body, self._card
+        if body is None:
+            return text
+        try:
+            text = body()[0]
+        except BotError as exc:
+            # As a publish that failed: the card stays as it was, the edit kept for the next read.
+            log.warning("could not render the card's last edit: %s", exc.user_message)
+            return text
+        with self._lock:
+            if self._card_body is body:  # else an edit came meanwhile: that one is the card now
+                self._card, self._card_body = text, None
+        return text
+
+    def _set_card(self, text: str) -> None:
+        with self._lock:
+            self._card, self._card_body = text, None
 
     def post_message(
         self,
@@ -93,7 +124,7 @@ class TextPoster:
             marker = "  ↳ (also in the channel) " if reply_broadcast else "  ↳ "
             self.out.write(marker + text.replace("\n", "\n    ") + "\n")
         else:
-            self.card = text
+            self._set_card(text)
             self.out.write(_framed(text))
         return _Posted(channel=channel, ts=f"{next(self._ts)}.0")
 
@@ -101,7 +132,13 @@ class TextPoster:
         self, channel: str, ts: str, text: str, *, blocks: Sequence[dict[str, Any]] | None = None
     ) -> None:
         if ts == "1.0":
-            self.card = text  # the card; printed when the rehearsal stops to ask, and at the end
+            self._set_card(text)  # the card; printed at the end
+
+    def update_message_later(self, channel: str, ts: str, body: Body) -> None:
+        # Only the card's last edit is ever printed: the ones before it are never rendered.
+        if ts == "1.0":
+            with self._lock:
+                self._card_body = body
 
     def find_posted(
         self, channel: str, dedup_key: str, *, thread_ts: str, oldest: datetime

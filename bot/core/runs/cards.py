@@ -297,6 +297,12 @@ class RunCards:
         """The card's context now, live sections included, and a line for the thread posts that
         were set aside (`refs`: the run's message references, when already read)."""
         now = self.clock()
+        undelivered = self._undelivered(self.store.messages(run.id) if refs is None else refs)
+        return self._context(run, now, undelivered)
+
+    def _context(self, run: R.Run, now: datetime, undelivered: dict[str, Any] | None) -> dict[str, Any]:
+        """The card's context at `now`, with the live sections and the rest read now and the line
+        for the thread posts set aside (`_undelivered`) given."""
         cur = run.current
         waiting = ""
         if self.evidence is not None and cur is not None and cur.state is R.StepState.RUNNING:
@@ -316,7 +322,7 @@ class RunCards:
             if (scheduled := self.store.schedule_of_run(run.id))
             else None,
         )
-        context["undelivered"] = self._undelivered(self.store.messages(run.id) if refs is None else refs)
+        context["undelivered"] = undelivered
         # Each step's latest build a pipeline hook reported (issue 43), on the step's line.
         context["builds"] = pipelines.latest_builds(self.store.pipeline_builds(run.id))
         # The step now's PR (issue 43): read for the step people are looking at, not for every one.
@@ -344,11 +350,16 @@ class RunCards:
         self, run: R.Run, card: MessageRef, refs: Mapping[str, MessageRef]
     ) -> dict[str, Any] | None:
         """Edit the posted card to show `run` now; the undelivered line it shows."""
-        context = self.context(run, refs)
-        rendered = self.renderer.render("runs/card", context)
-        # Coalesced when the poster is; a card someone deleted is posted again, once.
-        self.deliveries.edit(card.channel, card.ts, rendered.text, blocks=rendered.blocks)
-        shown: dict[str, Any] | None = context["undelivered"]
+        now = self.clock()
+        shown = self._undelivered(refs)
+
+        def body() -> tuple[str, list[dict[str, Any]] | None]:
+            rendered = self.renderer.render("runs/card", self._context(run, now, shown))
+            return rendered.text, rendered.blocks
+
+        # Rendered only if shown where the poster renders edits late (a rehearsal prints the card
+        # at its end only); coalesced when the poster is; a card someone deleted is posted again.
+        self.deliveries.edit_later(card.channel, card.ts, body)
         return shown
 
     def channel_for(self, run: R.Run) -> str | None:
