@@ -437,13 +437,14 @@ class Deliveries:
         self.store.record_message(run_id=ref.run_id, key=ref.key, channel=channel, ts=file_id)
         return _Uploaded(channel=channel, ts=file_id)
 
-    def settle(self, subject: str) -> dict[str, MessageRef]:
-        """The subject's message references after settling its tombstones."""
-        refs = self.store.messages(subject)
+    def settle(self, subject: str, *, posted_lines: bool = True) -> dict[str, MessageRef]:
+        """The subject's message references after settling its tombstones (without
+        `posted_lines`, less the thread lines already posted: `Store.messages`)."""
+        refs = self.store.messages(subject, posted_lines=posted_lines)
         stale = self.unsettled(refs)
         for ref in stale:
             self.resolve(ref)
-        return self.store.messages(subject) if stale else refs
+        return self.store.messages(subject, posted_lines=posted_lines) if stale else refs
 
     def settle_all(self, unposted: Sequence[MessageRef] | None = None) -> list[MessageRef]:
         """Every tombstone in the database (or among `unposted`, already read), settled."""

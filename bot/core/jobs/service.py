@@ -951,12 +951,13 @@ class JobService:
         """Post the job's outbox rows not posted yet into its run's thread, oldest first."""
         if self.deliveries is None:
             return 0
-        card = self.store.messages(row.run_id)
+        # Neither reads the thread lines already posted: they are not owed, and they grow.
+        card = self.store.messages(row.run_id, posted_lines=False)
         root = card.get("card")
         if root is None or not root.ts:
             return 0  # the run's card is not posted yet; the next tick posts them
         thread = thread_root(card, "card") or root.ts
-        refs = self.store.messages(subject(row.id))
+        refs = self.store.messages(subject(row.id), posted_lines=False)
         owed = sorted(
             (r for r in refs.values() if r.body and not r.ts and not r.owner),
             key=lambda r: (r.claimed_at or row.started_at, r.key),

@@ -297,7 +297,7 @@ class RunCards:
         """The card's context now, live sections included, and a line for the thread posts that
         were set aside (`refs`: the run's message references, when already read)."""
         now = self.clock()
-        undelivered = self._undelivered(self.store.messages(run.id) if refs is None else refs)
+        undelivered = self._undelivered(self._refs(run.id) if refs is None else refs)
         return self._context(run, now, undelivered)
 
     def _context(self, run: R.Run, now: datetime, undelivered: dict[str, Any] | None) -> dict[str, Any]:
@@ -335,6 +335,11 @@ class RunCards:
                 pr, error = prs.read(self.pull_requests, ref)
                 context["prs"][cur.step_id] = prs.view(ref, pr, error=error)
         return context
+
+    def _refs(self, run_id: str) -> dict[str, MessageRef]:
+        # Its thread lines already posted are neither owed nor needed to find the card, its gates
+        # or its thread: left out, or each card edit of a long run read the whole thread.
+        return self.store.messages(run_id, posted_lines=False)
 
     def _undelivered(self, refs: Mapping[str, MessageRef]) -> dict[str, Any] | None:
         """The card's line for its thread's dead letters (`undelivered_line`); None: none, or no
@@ -457,13 +462,13 @@ class RunCards:
         return posted.ts if posted else None
 
     def _publish(self, run: R.Run, channel: str) -> None:
-        refs = self.deliveries.settle(run.id)
+        refs = self.deliveries.settle(run.id, posted_lines=False)
         card = refs.get("card")
         edit = card is not None and bool(card.ts)
         if card is None:
             if self._post_once(run, "card", channel, "runs/card", self.context(run, refs)) is None:
                 return  # another worker claimed it a moment ago and is posting it
-            refs = self.store.messages(run.id)
+            refs = self._refs(run.id)
             card = refs["card"]
         elif not card.ts:
             return  # in flight in a live process; its publish (or the timer) finishes the rest
@@ -491,7 +496,7 @@ class RunCards:
         if troubled:
             # A line may have been set aside just now: the card says so (the edit replaces the
             # one queued above when it is still waiting for its slot).
-            fresh = self.store.messages(run.id)
+            fresh = self._refs(run.id)
             if self._undelivered(fresh) != shown:
                 self._edit_card(run, card, fresh)
         if failed is not None:

@@ -638,7 +638,7 @@ class WatchService:
     def _post_owed(self, row: WatchRow, channel: str, card_ts: str) -> int:
         """Post the watch's outbox rows not posted yet into the card's thread, oldest first."""
         assert self.deliveries is not None
-        refs = self.store.messages(subject(row.id))
+        refs = self.store.messages(subject(row.id), posted_lines=False)
         owed = sorted(
             (r for r in refs.values() if r.body and not r.ts and not r.owner),
             key=lambda r: (r.key == FINAL, r.claimed_at or row.started_at, r.key),

@@ -230,3 +230,40 @@ def test_a_run_read_while_transitions_commit_is_always_one_version_of_it(url: st
     assert len({version for _, _, version in reads}) > 10, "the reads overlapped the commits"
     torn = [r for r in reads if (r[0] == "paused") != (r[1] is R.StepState.FAILED)]
     assert torn == [], f"{len(torn)} of {len(reads)} reads mixed two versions, e.g. {torn[:3]}"
+
+
+def test_a_runs_references_can_be_read_without_its_thread_lines_already_posted(url: str) -> None:
+    # What a publish reads on every card edit: the card, its gates, the lines still owed — not
+    # the thread's posted lines, which grow with it.
+    store, run_id = started(url)
+    run = service(store).load(run_id)
+    line = '{"text": "a line", "blocks": null, "broadcast": false}'
+    store.commit_run(
+        run_id=run_id,
+        expected_version=run.version,
+        state="active",
+        roster=run.roster,
+        reason="",
+        updated_at=NOW,
+        outbox=[("event:1:0", line), ("event:1:1", line), ("event:1:2", line)],
+    )
+    for key, ts in (("card", "1.0"), ("gate:checks:1", "")):
+        assert store.claim_message(run_id=run_id, key=key, channel="C0OPS", thread_ts="", at=NOW, owner="me")
+        if ts:
+            store.record_message(run_id=run_id, key=key, channel="C0OPS", ts=ts)
+    assert store.claim_outbox(
+        run_id=run_id, key="event:1:0", channel="C0OPS", thread_ts="1.0", owner="me", at=NOW
+    )
+    store.record_message(run_id=run_id, key="event:1:0", channel="C0OPS", ts="2.0")
+    assert store.claim_outbox(
+        run_id=run_id, key="event:1:1", channel="C0OPS", thread_ts="1.0", owner="me", at=NOW
+    )
+    assert set(store.messages(run_id)) == {"card", "gate:checks:1", "event:1:0", "event:1:1", "event:1:2"}
+    # The line in flight (claimed, no ts) and the one owed stay: settling and posting need them.
+    assert set(store.messages(run_id, posted_lines=False)) == {
+        "card",
+        "gate:checks:1",
+        "event:1:1",
+        "event:1:2",
+    }
+    store.close()
