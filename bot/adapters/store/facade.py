@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -61,6 +62,9 @@ class Store(
         if type(engine) is Engine:
             engine.__class__ = _FencingEngine
         self.engine = engine
+        # What `Runs.run_rows` keeps of each run as of a version (in memory: losing it costs a read).
+        self._run_parts = {}
+        self._run_parts_lock = threading.Lock()
 
     @classmethod
     def open(cls, url: str, *, migrate: bool = True) -> Store:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -41,8 +42,16 @@ def _one_snapshot(engine: sa.Engine) -> Iterator[sa.Connection]:
         tx.rollback()
 
 
+#: How many runs' steps and approvals `run_rows` keeps in memory (the live ones, and some more).
+KEPT_RUNS = 64
+
+
 class Runs(StoreBase):
     """Plans, and runs with their steps and approvals."""
+
+    #: Run id → its steps and approvals as of one version of it (`run_rows`); made by the store.
+    _run_parts: dict[str, tuple[tuple[int, datetime], tuple[StepRun, ...], tuple[Approval, ...]]]
+    _run_parts_lock: threading.Lock
 
     def save_plan(self, *, name: str, text: str, loaded_by: str, loaded_at: datetime) -> int:
         """Store a plan's text; the newest plan under a name is the one `start` uses."""
@@ -89,6 +98,15 @@ class Runs(StoreBase):
             row = conn.execute(sa.select(runs).where(runs.c.id == run_id)).mappings().first()
             if row is None:
                 return None
+            run = _run_row(row)
+            # Its steps and approvals are written only by the commit that raises its version
+            # (`create_run`, `commit_run`): as of a version they were read at, they are kept, and
+            # every tick, click and card edit that loads the run again reads its one row only.
+            version = (run.version, run.created_at)
+            with self._run_parts_lock:
+                kept = self._run_parts.get(run_id)
+            if kept is not None and kept[0] == version:
+                return run, list(kept[1]), list(kept[2])
             steps = conn.execute(
                 sa.select(run_steps).where(run_steps.c.run_id == run_id).order_by(run_steps.c.position)
             ).mappings()
@@ -97,7 +115,12 @@ class Runs(StoreBase):
                 sa.select(approvals).where(approvals.c.run_id == run_id).order_by(approvals.c.id)
             ).mappings()
             approval_rows = [_approval(a) for a in given]
-        return _run_row(row), step_rows, approval_rows
+        with self._run_parts_lock:
+            self._run_parts.pop(run_id, None)
+            self._run_parts[run_id] = (version, tuple(step_rows), tuple(approval_rows))
+            while len(self._run_parts) > KEPT_RUNS:
+                del self._run_parts[next(iter(self._run_parts))]
+        return run, step_rows, approval_rows
 
     def runs(self, *, states: Sequence[str] | None = None, limit: int = 50) -> list[RunRow]:
         """Newest first."""

@@ -267,3 +267,41 @@ def test_a_runs_references_can_be_read_without_its_thread_lines_already_posted(u
         "event:1:2",
     }
     store.close()
+
+
+def test_a_run_loaded_again_at_the_same_version_reads_its_one_row_and_a_commit_anywhere_is_seen(
+    url: str,
+) -> None:
+    # Every tick, click and card edit loads the run: its steps and approvals change only with its
+    # version, so they are read once a version, and a commit by another store (a replica) is seen.
+    store, run_id = started(url)
+    other = Store.open(url, migrate=False)
+    selects: list[str] = []
+
+    def count(conn: object, cursor: object, statement: str, *args: object) -> None:
+        if statement.lstrip().upper().startswith("SELECT"):
+            selects.append(statement)
+
+    sa.event.listen(store.engine, "before_cursor_execute", count)
+    try:
+        first = service(store).load(run_id)
+        selects.clear()
+        assert service(store).load(run_id) == first
+        assert len(selects) == 2  # the run's row, and its plan's (parsed once, cached apart)
+        service(other).apply(
+            run_id,
+            lambda r: R.skip(r, step_id="snapshot-pre", by="U0PRIMARY", reason="x", now=NOW),
+            Actor(user_id="U0PRIMARY"),
+        )
+        assert service(store).load(run_id).step_run("snapshot-pre").state is R.StepState.SKIPPED
+        ref = R.ButtonRef(run_id=run_id, step_id="checks", epoch=1)
+        assert service(other).click(ref, Actor(user_id="U0PRIMARY")).accepted
+        again = service(store).load(run_id)
+        assert again.version == first.version + 2
+        assert again.step_run("checks") == service(other).load(run_id).step_run("checks")
+        assert again.step_run("checks").state is R.StepState.RUNNING
+        assert [a.user_id for a in again.approvals] == ["U0PRIMARY"]
+    finally:
+        sa.event.remove(store.engine, "before_cursor_execute", count)
+        other.close()
+        store.close()
