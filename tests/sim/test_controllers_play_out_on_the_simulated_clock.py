@@ -322,3 +322,33 @@ def test_a_failing_readiness_probe_caught_up_at_once_counts_every_probe_in_one_w
     # Running on, the probe fails (and is counted) every 30 s again.
     jumped.core.engine.advance(30)
     assert all(count == 22 for count, _ in _probe_failures(jumped).values())
+
+
+def test_a_log_tail_is_the_last_lines_of_the_whole_log_however_it_is_read(
+    sim_factory: Callable[..., SimCluster],
+) -> None:
+    # The kubelet makes only the lines a tail can answer: the same as cutting the whole log.
+    sim = _frozen(sim_factory)
+    sim.control.inject_fault(
+        {
+            "type": "logs",
+            "match": {"namespace": "shop", "labels": {"app": "api"}},
+            "logs": [
+                {"lines": ["{time} tick {pod}", "tock on {node}"], "every": "1s"},
+                {"lines": ["slow"], "every": "7s", "after": "3s"},
+                "once",
+            ],
+        }
+    )
+    sim.control.advance(3000)
+    pod = _pods(sim, "shop", app="api")[0]
+    logs = sim.core.kubelets.logs
+    whole = logs(pod, "api")
+    assert len(whole) == 5000  # the kubelet's cap: the log is longer
+    assert "once" not in whole
+    assert whole.count("slow") > 300
+    for tail in (0, 1, 2, 3, 50, 999, 5000, 7000):
+        assert logs(pod, "api", tail_lines=tail) == (whole[-tail:] if tail else [])
+    stamped = logs(pod, "api", timestamps=True)
+    assert logs(pod, "api", tail_lines=40, timestamps=True) == stamped[-40:]
+    assert logs(pod, "api", tail_lines=40, since_seconds=10) == logs(pod, "api", since_seconds=10)[-40:]
