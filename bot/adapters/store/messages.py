@@ -84,13 +84,16 @@ class Messages(StoreBase):
             .values(owner=owner[:64], channel=channel[:64], thread_ts=thread_ts, claimed_at=_utc(at))
         )
 
-    def messages(self, run_id: str, *, posted_lines: bool = True) -> dict[str, MessageRef]:
+    def messages(self, run_id: str, *, posted_lines: bool = True, prefix: str = "") -> dict[str, MessageRef]:
         """The subject's message references by key. Without `posted_lines`, less the thread lines
         already posted (outbox rows with a ts): what publishing needs, read on every card edit,
-        while they grow with the thread (each with its body)."""
+        while they grow with the thread (each with its body). With `prefix`, only the keys that
+        start with it (`card`: the card and its posts again, which say where its thread is)."""
         query = sa.select(run_messages).where(run_messages.c.run_id == run_id)
         if not posted_lines:
             query = query.where(sa.or_(run_messages.c.body == "", run_messages.c.ts == ""))
+        if prefix:
+            query = query.where(run_messages.c.key.startswith(prefix, autoescape=True))
         with _wrap_errors(), self.engine.connect() as conn:
             return {r["key"]: _message_ref(r) for r in conn.execute(query).mappings()}
 

@@ -951,8 +951,9 @@ class JobService:
         """Post the job's outbox rows not posted yet into its run's thread, oldest first."""
         if self.deliveries is None:
             return 0
-        # Neither reads the thread lines already posted: they are not owed, and they grow.
-        card = self.store.messages(row.run_id, posted_lines=False)
+        # The run's card and where its thread is, and the job's lines not posted yet: not every
+        # message of the run and the job, which grow with their threads, at every tick.
+        card = self.store.messages(row.run_id, prefix="card")
         root = card.get("card")
         if root is None or not root.ts:
             return 0  # the run's card is not posted yet; the next tick posts them

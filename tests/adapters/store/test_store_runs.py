@@ -266,6 +266,9 @@ def test_a_runs_references_can_be_read_without_its_thread_lines_already_posted(u
         "event:1:1",
         "event:1:2",
     }
+    # A job's tick reads where the run's thread is: its card, and the card's posts again only.
+    assert store.claim_message(run_id=run_id, key="card:repost:1.0", channel="C0OPS", thread_ts="", at=NOW)
+    assert set(store.messages(run_id, prefix="card")) == {"card", "card:repost:1.0"}
     store.close()
 
 
