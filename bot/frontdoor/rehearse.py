@@ -26,10 +26,7 @@ says why (`last_line`): "… completed with 4 failed steps skipped", with each s
 
 from __future__ import annotations
 
-import itertools
 import json
-import logging
-import threading
 import time
 import urllib.error
 import urllib.parse
@@ -45,7 +42,6 @@ import yaml
 
 from bot.adapters.store import Store
 from bot.core.checks.findings import Cover
-from bot.core.delivery import Body
 from bot.core.durations import format_duration
 from bot.core.evidence.baseline import analysis_queries
 from bot.core.jobs.base import Choice, ChoiceOption
@@ -59,105 +55,13 @@ from bot.core.runs.plans import Plan, RehearsalHook, parse_plan, read_plan_file
 from bot.core.runs.report import forced_past
 from bot.core.runs.service import Actor, RunService
 from bot.core.snapshots.projection import ClusterReader
-from bot.errors import BotError, TemporaryError, UserError, clip
+from bot.errors import TemporaryError, UserError, clip
 from bot.frontdoor.assemble import Services, assemble
 from bot.frontdoor.termtext import TerminalOut, TerminalText
+from bot.frontdoor.textposter import TextPoster, framed
 from bot.records import AksProvider, ClusterConfig, EksProvider, GkeProvider, ImageChecks
 from bot.resources import BUILTIN_PLANS
 from bot.settings import Settings, parse_settings
-
-log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class _Posted:
-    channel: str
-    ts: str
-
-
-class TextPoster:
-    """Prints the card and the thread; Slack's ids are made up, one per message. The text is
-    Slack's: `rehearse` hands it a stream that renders it for a terminal (`TerminalOut`)."""
-
-    def __init__(self, out: TextIO) -> None:
-        self.out = out
-        self._ts = itertools.count(1)
-        self._card = ""
-        #: The card's last edit, not rendered yet (`update_message_later`): rendered when printed.
-        self._card_body: Body | None = None
-        # Edits come from the run's threads (a job's driver, a click) while the end reads the card.
-        self._lock = threading.Lock()
-
-    @property
-    def card(self) -> str:
-        """The card's text as its last edit made it: printed at the rehearsal's end."""
-        with self._lock:
-            body, text = self._card_body, self._card
-        if body is None:
-            return text
-        try:
-            text = body()[0]
-        except BotError as exc:
-            # As a publish that failed: the card stays as it was, the edit kept for the next read.
-            log.warning("could not render the card's last edit: %s", exc.user_message)
-            return text
-        with self._lock:
-            if self._card_body is body:  # else an edit came meanwhile: that one is the card now
-                self._card, self._card_body = text, None
-        return text
-
-    def _set_card(self, text: str) -> None:
-        with self._lock:
-            self._card, self._card_body = text, None
-
-    def post_message(
-        self,
-        channel: str,
-        text: str,
-        *,
-        blocks: Sequence[dict[str, Any]] | None = None,
-        thread_ts: str | None = None,
-        reply_broadcast: bool = False,
-        dedup_key: str | None = None,
-    ) -> _Posted:
-        if thread_ts:
-            marker = "  ↳ (also in the channel) " if reply_broadcast else "  ↳ "
-            self.out.write(marker + text.replace("\n", "\n    ") + "\n")
-        else:
-            self._set_card(text)
-            self.out.write(_framed(text))
-        return _Posted(channel=channel, ts=f"{next(self._ts)}.0")
-
-    def update_message(
-        self, channel: str, ts: str, text: str, *, blocks: Sequence[dict[str, Any]] | None = None
-    ) -> None:
-        if ts == "1.0":
-            self._set_card(text)  # the card; printed at the end
-
-    def update_message_later(self, channel: str, ts: str, body: Body) -> None:
-        # Only the card's last edit is ever printed: the ones before it are never rendered.
-        if ts == "1.0":
-            with self._lock:
-                self._card_body = body
-
-    def find_posted(
-        self, channel: str, dedup_key: str, *, thread_ts: str, oldest: datetime
-    ) -> _Posted | None:
-        # A rehearsal is one process with a fresh database: it never has a post to find again.
-        return None
-
-    def upload_file(
-        self,
-        channel: str,
-        filename: str,
-        content: bytes,
-        *,
-        title: str = "",
-        thread_ts: str | None = None,
-        comment: str | None = None,
-    ) -> str:
-        self.out.write(f"  ↳ file attached: {filename} ({title or filename}, {len(content):,} bytes)\n")
-        return f"F{next(self._ts)}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -179,11 +83,6 @@ def named(user_id: str, roster: Mapping[str, Sequence[str]], directory: Director
     held = roles_of(user_id, roster, directory)
     roles = [role for role in roster if role in held]
     return f"{mention(user_id)} ({', '.join(roles)})" if roles else str(mention(user_id))
-
-
-def _framed(text: str) -> str:
-    rule = "─" * 78
-    return f"{rule}\n{text}\n{rule}\n"
 
 
 class SimControl:
@@ -479,7 +378,7 @@ def rehearse(
             out=out, ask=lambda prompt: ask(shown(prompt)), auto_approve=auto_approve, interactive=interactive
         )
         run = play_run(service, jobs, run, sim, term)
-        out.write(_framed(poster.card))
+        out.write(framed(poster.card))
         if report_dir is not None:
             for path in write_report(store, run.id, report_dir, now=clock()):
                 out.write(f"report: {path}\n")
@@ -800,7 +699,7 @@ def _offer_ways_on(service: RunService, run: R.Run, term: Terminal) -> R.Run:
     step = run.plan.step(cur.step_id)
     who = next(p for r in step.gate.roles for p in run.roster.get(r, ()))
     actor = Actor(user_id=who, source="terminal")
-    term.out.write(_framed(_card_text(service, run)))
+    term.out.write(framed(_card_text(service, run)))
     prompt = (
         f"{cur.step_id} {cur.state} and the run is paused: 'skip REASON' (as {named(who, run.roster, service.directory)}, "
         "and whoever else its gate needs), "
@@ -919,7 +818,7 @@ def _decide(
         for member in (sorted(service.directory.group_members(entry)) if entry.startswith("S") else [entry])
     ]
     if not term.auto_approve:
-        term.out.write(_framed(_card_text(service, run)))
+        term.out.write(framed(_card_text(service, run)))
         # A step not started yet may be skipped, as `/upgrade skip STEP --reason …` does in Slack.
         skippable = cur.state is R.StepState.AWAITING_APPROVAL
         prompt = (

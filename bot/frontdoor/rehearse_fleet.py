@@ -64,13 +64,13 @@ from bot.frontdoor.assemble import Services
 from bot.frontdoor.rehearse import (
     SimControl,
     Terminal,
-    _framed,
     named,
     play_run,
     rehearsal_bot,
     window_opening_now,
 )
 from bot.frontdoor.termtext import TerminalText
+from bot.frontdoor.textposter import framed
 from bot.records import ClusterConfig
 from bot.settings import Settings
 
@@ -160,7 +160,7 @@ def rehearse_fleet(
             out=out, ask=lambda prompt: ask(shown(prompt)), auto_approve=auto_approve, interactive=interactive
         )
         fleet = _play(bot, fleet.id, sims, term, fail=fail, clocks=clocks)
-        out.write(_framed(bot.fleets.status(fleet.id)))
+        out.write(framed(bot.fleets.status(fleet.id)))
         if report_dir is not None:
             out.write(
                 f"report: {write_timeline(bot, fleet.id, report_dir, title=f'Fleet {plan.name} {fleet.id}')}\n"
@@ -334,7 +334,7 @@ def _answer_gate(bot: Services, fleet: M.Fleet, term: Terminal) -> None:
     )
     people.sort(key=lambda p: p == fleet.created_by)
     if not term.auto_approve:
-        term.out.write(_framed(bot.fleets.status(fleet.id)))
+        term.out.write(framed(bot.fleets.status(fleet.id)))
         while True:
             answer = term.ask(
                 f"fleet gate `{which}` of stage {stage}: approve as [{'/'.join(people)}], or 'abort': "

@@ -19,7 +19,7 @@ from bot.core.runs import machine as R
 from bot.core.runs.cards import RunCards
 from bot.core.runs.service import Actor, RunService
 from bot.errors import DatabaseUnwritable
-from bot.frontdoor.rehearse import TextPoster
+from bot.frontdoor.textposter import TextPoster
 from bot.resources import BUILTIN_TEMPLATES
 from tests.support.clock import FakeClock
 from tests.support.run_service import PLAN, T0
