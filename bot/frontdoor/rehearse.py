@@ -486,7 +486,7 @@ def _await_gate_post(service: RunService, run: R.Run, cur: R.StepRun) -> None:
     key = gate_key(cur)
     deadline = time.monotonic() + GATE_POST_WAIT
     while time.monotonic() < deadline:
-        ref = service.store.messages(run.id, posted_lines=False).get(key)
+        ref = service.store.messages(run.id, prefix=key).get(key)
         if ref is not None and ref.ts:
             return
         time.sleep(0.05)
@@ -497,9 +497,9 @@ def _await_thread(service: RunService, run: R.Run) -> None:
     outbox, written with each commit), or after GATE_POST_WAIT."""
     deadline = time.monotonic() + GATE_POST_WAIT
     while time.monotonic() < deadline:
-        # Polled: the lines posted already are not read again each time.
-        refs = service.store.messages(run.id, posted_lines=False)
-        if not any(key.startswith("event:") and not ref.ts for key, ref in refs.items()):
+        # Polled: only the thread lines not posted yet are read each time.
+        refs = service.store.messages(run.id, posted_lines=False, prefix="event:")
+        if not any(not ref.ts for ref in refs.values()):
             return
         time.sleep(0.05)
 

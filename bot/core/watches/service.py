@@ -631,7 +631,8 @@ class WatchService:
         its milestones), not a second card in the channel; "" for a standalone watch."""
         if not row.run_id:
             return ""
-        refs = self.store.messages(row.run_id)
+        # The card and its posts again say where the thread is: not every message of the run.
+        refs = self.store.messages(row.run_id, prefix="card")
         card = refs.get("card")
         return (thread_root(refs, "card") or card.ts) if card is not None else ""
 
