@@ -82,6 +82,15 @@ OWN_PARSERS = {
 }
 
 
+#: The verbs that read a cluster or stored snapshots once and end. The cyclic garbage collector stays
+#: off for their whole run: what they allocate (the kubernetes client's and SQLAlchemy's modules as
+#: they are imported, then a snapshot's or a check's lists) is not cyclic garbage, but every few
+#: hundred allocations start a collection, and the older generations' walk all of it. At the
+#: `large` sim's 150,000 pods the collections took 0.3-0.4 s of a snapshot's 1.9 s in the command's
+#: own process (`benchmarks/RESULTS.md`). The served bot (`run`) and the rehearsals keep it on.
+BRIEF_VERBS = frozenset({"snapshot", "diff", "check"})
+
+
 class Verb(Protocol):
     def register(self, subparsers: Subparsers) -> Handler: ...
 
@@ -95,6 +104,9 @@ class OwnParser(Protocol):
 def main(argv: Sequence[str] | None = None) -> int:
     _exit_without_collecting()
     argv = list(sys.argv[1:] if argv is None else argv)
+    pause = _verb(argv) in BRIEF_VERBS and gc.isenabled()
+    if pause:
+        gc.disable()
     try:
         status = _dispatch(argv)
         # What is still buffered is written here, where a reader that went away can be told from
@@ -104,15 +116,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not stdout_reader_gone():
             raise
         return end_quietly()
+    finally:
+        if pause:  # `main` may be called in a process that goes on (the tests)
+            gc.enable()
     return status
+
+
+def _verb(argv: list[str]) -> str | None:
+    # The top-level parser has no option that takes a value: its first word is the verb.
+    return next((word for word in argv if not word.startswith("-")), None)
 
 
 def _dispatch(argv: list[str]) -> int:
     for words, module in OWN_PARSERS.items():
         if argv[: len(words)] == list(words):
             return cast(OwnParser, _module(module)).main(argv[len(words) :])
-    # The top-level parser has no option that takes a value: its first word is the verb.
-    verb = next((word for word in argv if not word.startswith("-")), None)
+    verb = _verb(argv)
     parser, handler = parser_for(verb)
     args, unknown = parser.parse_known_args(argv)
     refusing = vars(args).pop(_REFUSED_BY, parser)
