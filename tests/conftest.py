@@ -25,6 +25,7 @@ from tests.support.slack_stub import INVALID_PAYLOADS, SlackStub
 
 pytest_plugins: list[str] = [
     "tests.support.bytecode",
+    "tests.support.collector",
     "tests.support.postgres",
     "tests.support.testbed",
     "tests.support.sim_fixtures",

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.collector import kept
+
 #: The tests that parse the whole tree run on one pytest-xdist worker (`--dist loadgroup`), which
 #: parses it once: spread over four workers each parsed it (about 3 s of CPU each on 2 cores).
 WHOLE_TREE = pytest.mark.xdist_group("sources")
@@ -21,8 +23,9 @@ WHOLE_TREE = pytest.mark.xdist_group("sources")
 
 @functools.cache
 def parsed(source: str) -> ast.Module:
-    """`source` parsed: the same text is one tree, whether a test read it by path or as text."""
-    return ast.parse(source)
+    """`source` parsed: the same text is one tree, whether a test read it by path or as text. The
+    trees are kept for the session: out of the collector's walks (`collector.kept`)."""
+    return kept(ast.parse(source))
 
 
 def tree(path: Path) -> ast.Module:
