@@ -9,20 +9,23 @@ dies mid-list loses nothing.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 import pytest
 from kubernetes import client
 
 from bot.adapters.kube import Cluster, fetching_ahead, prefetch
+from bot.adapters.kube.pages import MAPPER_NICENESS
 from bot.core.snapshots import schema
 from bot.errors import ClusterError, ClusterForbidden, ContinueExpired, WatchExpired
+from bot.frontdoor.cli.connect import connect as terminal_connect
 from bot.records import ClusterConfig
 from bot.sim import SimCluster
 from tests.contract.workloads import pending_pod
@@ -78,6 +81,50 @@ def test_a_list_the_caller_stops_early_stops_fetching_ahead(bot: Cluster) -> Non
     assert fetching_ahead() == 1, "pages are fetched ahead by a helper (a child process on Linux)"
     pages.close()
     assert fetching_ahead() == 0
+
+
+def _niceness(pid: int) -> int:
+    # /proc/PID/stat: the 19th field, counted from the state (the 3rd) after the command's ")".
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[16])
+
+
+def _fetched(cluster: Cluster) -> Generator[Any, None, None]:
+    return cast(Generator[Any, None, None], cluster.list_pages("/api/v1/pods", limit=2, item_type=schema.Pod))
+
+
+def _mapped(cluster: Cluster) -> Generator[Any, None, None]:
+    mapped = cluster.map_pages("/api/v1/pods", limit=2, item_type=schema.Pod, transform=lambda items: b"")
+    return cast(Generator[Any, None, None], iter(mapped))
+
+
+@pytest.mark.parametrize(
+    ("connect", "lists", "below"),
+    [
+        (Cluster.connect, _fetched, prefetch.CHILD_NICENESS),
+        (Cluster.connect, _mapped, MAPPER_NICENESS),
+        (terminal_connect, _fetched, 0),
+        (terminal_connect, _mapped, 0),
+    ],
+    ids=["served-fetcher", "served-mapper", "terminal-fetcher", "terminal-mapper"],
+)
+def test_the_served_bots_list_helpers_run_below_it_and_a_terminal_commands_at_its_own_priority(
+    sim: SimCluster,
+    sim_kubeconfig: Callable[[SimCluster], Path],
+    connect: Callable[[ClusterConfig], Cluster],
+    lists: Callable[[Cluster], Generator[Any, None, None]],
+    below: int,
+) -> None:
+    # The served bot answers Slack while a list is fetched; a terminal command waits for the list.
+    config = ClusterConfig(name="sim", kubeconfig=sim_kubeconfig(sim))
+    with contextlib.closing(connect(config)) as cluster:
+        pages = lists(cluster)
+        try:
+            next(pages)
+            next(pages)  # the helper's first page: it has set its priority by then
+            (helper,) = prefetch._CHILDREN
+            assert _niceness(helper) == _niceness(os.getpid()) + below
+        finally:
+            pages.close()
 
 
 def test_an_expired_continue_token_raises_continue_expired_after_the_pages_before_it(

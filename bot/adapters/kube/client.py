@@ -20,9 +20,12 @@ class Cluster(Writes, Watches):
     """One cluster's API server, reached through the official client's transport."""
 
     @classmethod
-    def connect(cls, config: ClusterConfig, *, observe: RequestObserver | None = None) -> Cluster:
+    def connect(
+        cls, config: ClusterConfig, *, observe: RequestObserver | None = None, niced_helpers: bool = True
+    ) -> Cluster:
         """Build a client for `config` (no request is made yet); `observe` is told of every
-        request it makes (verb, result, seconds to the response's headers)."""
+        request it makes (verb, result, seconds to the response's headers); `niced_helpers`: see
+        `Transport.niced_helpers`."""
         kube = _kubernetes()
         configuration = kube.client.Configuration()
         if config.in_cluster:
@@ -48,7 +51,14 @@ class Cluster(Writes, Watches):
         # One quick retry for a reset connection; an unreachable server must fail within the timeout.
         configuration.retries = urllib3.Retry(total=1, connect=1, read=0, redirect=0, status=0)
         api_client = kube.client.ApiClient(configuration)
-        return cls(config.name, api_client, timeout=config.request_timeout, context=context, observe=observe)
+        return cls(
+            config.name,
+            api_client,
+            timeout=config.request_timeout,
+            context=context,
+            observe=observe,
+            niced_helpers=niced_helpers,
+        )
 
 
 def _check_in_a_pod(cluster: str) -> None:

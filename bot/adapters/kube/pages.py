@@ -186,12 +186,14 @@ class Lists(Transport):
 
 #: A mapping helper's frame for one page: its bytes are the next `length` of the in-memory file.
 _MAPPED = b"M"
-#: How much less CPU priority the mapping helper takes than the bot. The bot's process does no
-#: decoding while it waits, so its threads answer Slack without waiting for the interpreter lock;
-#: but on a machine busy with other work they still wait for a CPU behind the helpers (an ack took
-#: 0.17 s with the helpers not niced, at most 0.034 s in quieter runs). A little below the bot, not
-#: as far as the fetcher of a list the bot decodes itself: a helper niced to 10 lost much of its
-#: share of a busy machine. Its own fetcher is not niced below it (see `_child_map`).
+#: How much less CPU priority the mapping helper takes than the served bot (`niced_helpers`). The
+#: bot's process does no decoding while it waits, so its threads answer Slack without waiting for
+#: the interpreter lock; but on a machine busy with other work they still wait for a CPU behind the
+#: helpers (an ack took 0.17 s with the helpers not niced, at most 0.034 s in quieter runs). A
+#: little below the bot, not as far as the fetcher of a list the bot decodes itself: a helper
+#: niced to 10 lost much of its share of a busy machine. Its own fetcher is not niced below it
+#: (see `_child_map`). A terminal command's helpers are not niced: they are what it waits for, and
+#: niced they waited for a CPU behind its own process's other lists.
 MAPPER_NICENESS = 5
 
 
@@ -307,8 +309,9 @@ class MappedList:
             try:
                 os.close(frames_r)
                 _die_with_parent(parent)
-                with contextlib.suppress(OSError):
-                    os.nice(MAPPER_NICENESS)
+                if self._cluster.niced_helpers:
+                    with contextlib.suppress(OSError):
+                        os.nice(MAPPER_NICENESS)
                 code = _child_map(self, token, frames_w, data_fd)
             finally:
                 os._exit(code)
@@ -428,13 +431,12 @@ def _child_map(
         raise SystemExit(0)
 
     signal.signal(signal.SIGTERM, stop)
-    # This process's copy of the module: its fetcher is not below it.
-    prefetch.CHILD_NICENESS = 0
     cluster = mapped._cluster
     own = Lists(
         cluster.name,
         _kubernetes().client.ApiClient(cluster.api_client.configuration),
         timeout=cluster.timeout,
+        niced_helpers=False,  # its fetcher is not below it
     )
 
     def send(kind: bytes, payload: bytes) -> None:

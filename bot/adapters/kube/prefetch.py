@@ -127,7 +127,8 @@ _LIST_ERRORS: dict[str, type[ClusterError]] = {
 }
 
 
-#: How much less CPU priority the list helper process takes than the bot (see `os.nice`).
+#: How much less CPU priority the list helper process takes than the served bot (see `os.nice`,
+#: `Transport.niced_helpers`).
 CHILD_NICENESS = 10
 
 
@@ -253,8 +254,9 @@ class _Forked:
                 os.close(credit_w)
                 _die_with_parent(parent)
                 # Below the bot's own threads: on a busy machine an ack must not wait for a page.
-                with contextlib.suppress(OSError):
-                    os.nice(CHILD_NICENESS)
+                if self._cluster.niced_helpers:
+                    with contextlib.suppress(OSError):
+                        os.nice(CHILD_NICENESS)
                 code = _child_fetch(
                     self._cluster, self._path, self._query, self._limit, token, pages_w, credit_r, shared
                 )

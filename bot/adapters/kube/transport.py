@@ -50,6 +50,7 @@ class Transport:
         timeout: float,
         context: str = "",
         observe: RequestObserver | None = None,
+        niced_helpers: bool = True,
     ) -> None:
         self.name = name
         self.context = context
@@ -57,6 +58,10 @@ class Transport:
         self.timeout = timeout
         #: Told of every API request (verb, result, seconds): the front door's metrics.
         self.observe = observe
+        #: Whether the processes that fetch and decode lists for this client (`prefetch`, `pages`)
+        #: run below its own priority: in the served bot, so that its threads answer Slack first;
+        #: not in a terminal command, whose helpers are the work it waits for.
+        self.niced_helpers = niced_helpers
         #: Inside `remembering`: whole lists read so far, (path, query, limit) → their raw pages.
         self._memo: dict[tuple[str, str, int], list[bytes]] | None = None
         self._memo_left = 0

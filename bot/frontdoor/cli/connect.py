@@ -54,7 +54,8 @@ def connect(cluster: ClusterConfig) -> Cluster:
     applied to it (`config.settings_for`), and a rehearsal has a cluster and no settings."""
     from bot.adapters.kube import Cluster
 
-    return Cluster.connect(cluster)
+    # A terminal command has no Slack to answer meanwhile: its list helpers run at its own priority.
+    return Cluster.connect(cluster, niced_helpers=False)
 
 
 def kubeconfig_context(kubeconfig: str, context: str | None) -> str:
