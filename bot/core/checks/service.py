@@ -311,7 +311,7 @@ def check_cluster(
     reader: CheckReader,
     *,
     target: str | None,
-    waivers: Sequence[WaiverRow] | Callable[[], Sequence[WaiverRow] | None] | None,
+    waivers: Sequence[WaiverRow] | None,
     now: datetime,
     ignores: Sequence[Cover] = (),
     rules: Sequence[Rule] = (),
@@ -323,10 +323,9 @@ def check_cluster(
 ) -> Report:
     """The check and its verdict, as every front door gives it: `run_check`, with what the
     configuration's `ignores` and the cluster's stored `waivers` (those active at `now`) accept
-    moved to `covered`. `waivers` None: none could be read (no store), which the report says; or a
-    function that reads them, called once the cluster is read (the terminal opens its store
-    meanwhile, not before the pods' helper starts). `asked`: the target is a person's `--to`
-    (`against_the_cluster`)."""
+    moved to `covered`. `waivers` None: none could be read (no store), which the report says.
+    `asked`: the target is a person's `--to` (`against_the_cluster`)."""
+    covers = [*ignores, *waiver_covers(waivers or (), now)]
     report = run_check(
         reader,
         target=target,
@@ -335,11 +334,9 @@ def check_cluster(
         manifests=manifests,
         manifest_check=manifest_check,
         progress=progress,
+        covers=covers,
         asked=asked,
     )
-    if callable(waivers):
-        waivers = waivers()
-    report = apply_covers(report, [*ignores, *waiver_covers(waivers or (), now)])
     if waivers is None:
         return replace(report, notes=(*report.notes, NO_WAIVERS), waivers=None)
     active = [w for w in waivers if w.active_at(now)]

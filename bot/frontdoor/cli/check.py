@@ -13,8 +13,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -117,6 +116,7 @@ def _check(settings: Settings, args: argparse.Namespace) -> int:
     rules = load_rules(settings.rules_paths())
     stdin = _manifests_stdin(args.manifests)
     now = datetime.now(UTC)
+    waivers = stored_waivers(settings, cluster.name)
     manifests = [Path(p) for p in args.manifests]
     with progress_bar(quiet=args.output != "text") as progress:
         report = _check_cluster(
@@ -126,7 +126,7 @@ def _check(settings: Settings, args: argparse.Namespace) -> int:
             target,
             rules,
             now,
-            lambda: stored_waivers(settings, cluster.name),
+            waivers,
             manifests,
             stdin=stdin,
             progress=progress,
@@ -143,7 +143,7 @@ def _check_cluster(
     target: str | None,
     rules: Sequence[Rule],
     now: datetime,
-    waivers: Sequence[WaiverRow] | Callable[[], Sequence[WaiverRow] | None] | None,
+    waivers: Sequence[WaiverRow] | None,
     manifests: Sequence[Path] = (),
     *,
     stdin: str | None = None,
@@ -152,13 +152,8 @@ def _check_cluster(
 ) -> Report:
     """One cluster's check, connected for it alone: its rules, extras and waivers, and the
     `manifests` named (`--manifests`, `stdin` standing for `-`); `asked`: `--to` is held to the
-    cluster's version (`checks.against_the_cluster`). `waivers` may be the function that reads
-    them: it runs on a thread once connected, while the lists are read (the store opened before
-    held up the pods' helper process, which the whole check waits for)."""
+    cluster's version (`checks.against_the_cluster`)."""
     reader = connect(cluster)
-    reading = ThreadPoolExecutor(max_workers=1, thread_name_prefix="read-waivers")  # no thread until asked
-    if callable(waivers):
-        waivers = reading.submit(waivers).result
     try:
         return checks.check_cluster(
             reader,
@@ -181,7 +176,6 @@ def _check_cluster(
         )
     finally:
         reader.close()
-        reading.shutdown(wait=True)
 
 
 def _check_fleet(settings: Settings, args: argparse.Namespace) -> int:
