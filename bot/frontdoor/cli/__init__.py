@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
 import gc
 import importlib
 import sys
@@ -104,11 +105,10 @@ class OwnParser(Protocol):
 def main(argv: Sequence[str] | None = None) -> int:
     _exit_without_collecting()
     argv = list(sys.argv[1:] if argv is None else argv)
-    pause = _verb(argv) in BRIEF_VERBS and gc.isenabled()
-    if pause:
-        gc.disable()
     try:
-        status = _dispatch(argv)
+        # Back on as `main` ends, for a process that goes on (the tests).
+        with _collecting(_verb(argv)):
+            status = _dispatch(argv)
         # What is still buffered is written here, where a reader that went away can be told from
         # a failure, rather than at the interpreter's exit ("Exception ignored … BrokenPipeError").
         sys.stdout.flush()
@@ -116,10 +116,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not stdout_reader_gone():
             raise
         return end_quietly()
-    finally:
-        if pause:  # `main` may be called in a process that goes on (the tests)
-            gc.enable()
     return status
+
+
+def _collecting(verb: str | None) -> contextlib.AbstractContextManager[None]:
+    """The cyclic collector paused for a brief verb (`BRIEF_VERBS`), left as it is otherwise."""
+    if verb not in BRIEF_VERBS:
+        return contextlib.nullcontext()
+    from bot.core.snapshots.collector import collector_paused  # imported by each brief verb anyway
+
+    return collector_paused()
 
 
 def _verb(argv: list[str]) -> str | None:
